@@ -1,0 +1,238 @@
+"""Axes, arrays and primitive operations: the vocabulary of a diagram.
+
+An axis is a named wire with a sympy size. An array is a tuple of axes and a
+dtype. Operations are boxes of three primitive kinds (contraction, elementwise
+map, reduction); composites such as softmax are subgraphs of primitives that
+carry a shared tag so that rewrites can find them. Every cost rule lives with
+its primitive: the derivation only multiplies rules by iteration counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import sympy as sp
+
+DTYPE_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+HALF_DTYPES = ("bf16", "fp16", "fp8")
+
+# Units that execute work. "tensor" is the matrix unit (mma.sync / wgmma),
+# "fp32" the FP32 pipe (one FMA, add, max or multiply per lane per clock),
+# "exp" the special-function unit (one ex2 per lane per clock).
+UNITS = ("tensor", "fp32", "exp")
+
+
+class DiagramError(ValueError):
+    """A diagram or relabeling that cannot be built; the message names the culprit."""
+
+
+def size_expr(size) -> sp.Expr:
+    """A positive integer symbol for a name, or the sympy form of a number/expression."""
+    if isinstance(size, str):
+        return sp.Symbol(size, positive=True, integer=True)
+    expr = sp.sympify(size)
+    if expr.is_number and not (expr.is_integer and expr > 0):
+        raise DiagramError(f"axis size must be a positive integer, got {size!r}")
+    return expr
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    size: sp.Expr
+
+    def __repr__(self) -> str:
+        return f"{self.name}[{self.size}]"
+
+
+def axis(name: str, size=None) -> Axis:
+    """An axis named `name`; its size defaults to a symbol of the same name."""
+    return Axis(name, size_expr(name if size is None else size))
+
+
+@dataclass(frozen=True)
+class Array:
+    name: str
+    axes: tuple[Axis, ...]
+    dtype: str = "bf16"
+
+    def __post_init__(self):
+        if self.dtype not in DTYPE_BYTES:
+            raise DiagramError(f"array {self.name}: unknown dtype {self.dtype!r}; known: {sorted(DTYPE_BYTES)}")
+        names = [a.name for a in self.axes]
+        if len(set(names)) != len(names):
+            raise DiagramError(f"array {self.name}: repeated axis in {names}")
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    def carries(self, axis_name: str) -> bool:
+        return axis_name in self.axis_names
+
+    def elements(self) -> sp.Expr:
+        return sp.Mul(*[a.size for a in self.axes])
+
+    def nbytes(self) -> sp.Expr:
+        return self.elements() * self.itemsize
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(map(repr, self.axes))}; {self.dtype})"
+
+
+@dataclass(frozen=True)
+class Op:
+    """A primitive box. Subclasses say how much work one execution costs per unit."""
+    name: str
+    inputs: tuple[Array, ...]
+    output: Array
+    tag: str = ""  # the composite this primitive belongs to ("softmax:P"), if any
+
+    kind = "op"
+
+    def iteration_axes(self) -> tuple[Axis, ...]:
+        """Axes of the iteration space, in first-seen order (outputs first)."""
+        seen: dict[str, Axis] = {}
+        for arr in (self.output, *self.inputs):
+            for a in arr.axes:
+                seen.setdefault(a.name, a)
+        return tuple(seen.values())
+
+    def work_per_point(self) -> Mapping[str, sp.Expr]:
+        """Operations per point of the iteration space, by unit."""
+        raise NotImplementedError
+
+    def streamable_along(self, axis_name: str) -> bool:
+        """Can the op run chunk by chunk over `axis_name` with a carried state?"""
+        return True
+
+    def describe(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Contraction(Op):
+    """einsum over the axes the inputs share and the output drops; sums accumulate."""
+    kind = "contraction"
+
+    @property
+    def contracted(self) -> tuple[str, ...]:
+        out = set(self.output.axis_names)
+        return tuple(a.name for a in self.iteration_axes() if a.name not in out)
+
+    def work_per_point(self):
+        half = all(x.dtype in HALF_DTYPES for x in self.inputs)
+        # one multiply and one add per point; half inputs go to the matrix unit
+        return {"tensor" if half else "fp32": sp.Integer(2)}
+
+    def describe(self):
+        return f"contract over {','.join(self.contracted)}"
+
+
+@dataclass(frozen=True)
+class Map(Op):
+    """Elementwise: `costs` gives operations per output element on each unit."""
+    costs: tuple[tuple[str, int], ...] = (("fp32", 1),)
+    formula: str = ""
+    kind = "map"
+
+    def __post_init__(self):
+        for unit, _ in self.costs:
+            if unit not in UNITS:
+                raise DiagramError(f"map {self.name}: unknown unit {unit!r}; known: {UNITS}")
+        out = set(self.output.axis_names)
+        for x in self.inputs:
+            extra = set(x.axis_names) - out
+            if extra:
+                raise DiagramError(f"map {self.name}: input {x.name} has axes {sorted(extra)} the output lacks")
+
+    def work_per_point(self):
+        return {u: sp.Integer(c) for u, c in self.costs}
+
+    def describe(self):
+        return self.formula or "map"
+
+
+@dataclass(frozen=True)
+class Reduce(Op):
+    """Reduction of one input over `axis` with a combine (sum or max)."""
+    axis_name: str = ""
+    combine: str = "sum"
+    kind = "reduce"
+
+    def __post_init__(self):
+        if self.combine not in ("sum", "max"):
+            raise DiagramError(f"reduce {self.name}: combine must be sum or max")
+        if self.output.carries(self.axis_name):
+            raise DiagramError(f"reduce {self.name}: output still carries {self.axis_name}")
+
+    def work_per_point(self):
+        return {"fp32": sp.Integer(1)}
+
+    def describe(self):
+        return f"{self.combine} over {self.axis_name}"
+
+
+@dataclass(frozen=True)
+class NormalizedContraction(Op):
+    """softmax over `axis_name` followed by a contraction over the same axis, kept online.
+
+    State: running max and running sum (the scores' axes minus the streamed one)
+    and the output accumulator. Every chunk pays the map costs of the softmax
+    per score plus a rescale of the state; the final division happens once.
+    """
+    axis_name: str = ""
+    score_costs: tuple[tuple[str, int], ...] = ()   # per score: exp, scale/subtract, max, sum
+    rescale_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 2))  # per state row per chunk
+    out_rescale_costs: tuple[tuple[str, int], ...] = (("fp32", 1),)  # per accumulator element per chunk
+    finalize_costs: tuple[tuple[str, int], ...] = (("fp32", 1),)  # per output element, once
+    kind = "normalized-contraction"
+
+    @property
+    def scores(self) -> Array:
+        return self.inputs[0]
+
+    @property
+    def contracted(self) -> tuple[str, ...]:
+        return (self.axis_name,)
+
+    def state_arrays(self) -> tuple[Array, ...]:
+        rows = tuple(a for a in self.scores.axes if a.name != self.axis_name)
+        return (Array(f"{self.output.name}_max", rows, "fp32"), Array(f"{self.output.name}_sum", rows, "fp32"))
+
+    def work_per_point(self):
+        # per point of (scores x value) space: the P.V product
+        return {"tensor" if self.inputs[1].dtype in HALF_DTYPES else "fp32": sp.Integer(2)}
+
+    def describe(self):
+        return f"online softmax + contract over {self.axis_name}"
+
+
+def costs_dict(pairs) -> dict[str, sp.Expr]:
+    out: dict[str, sp.Expr] = {}
+    for unit, c in pairs:
+        out[unit] = out.get(unit, 0) + sp.Integer(c)
+    return out
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One relabeling: `group` spreads tiles over units of `level`; `stream` folds chunks in sequence."""
+    axis_name: str
+    size: sp.Expr      # tile (group) or chunk (stream)
+    kind: str          # "group" | "stream"
+    level: str         # "smem" (thread blocks own SMEM) | "reg" (warps own registers)
+    stages: sp.Expr = sp.Integer(1)  # buffers of a streamed chunk kept in flight at `level`
+    unit_threads: int = 32  # threads of one unit at the reg level (32 warp, 128 warpgroup)
+
+
+@dataclass(frozen=True)
+class Triangular:
+    """Mask: point (row, col) is live when col <= row + offset (causal attention when offset = N_k - N_q)."""
+    row_axis: str
+    col_axis: str
+    offset: sp.Expr = field(default_factory=lambda: sp.Integer(0))

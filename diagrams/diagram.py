@@ -1,0 +1,294 @@
+"""Diagrams (one fused kernel each), programs (kernels in sequence) and relabelings.
+
+A Diagram is a networkx graph whose nodes are arrays and operations; inputs and
+outputs live in global memory. Relabelings (`group`, `stream`, `online_softmax`,
+`mask`, `stage`) return new diagrams and never touch the original.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import networkx as nx
+import sympy as sp
+
+from .core import (Array, Contraction, DiagramError, Map, NormalizedContraction, Op, Partition,
+                   Reduce, Triangular, size_expr)
+
+LEVELS = ("global", "smem", "reg")
+
+
+@dataclass(frozen=True)
+class Diagram:
+    name: str
+    ops: tuple[Op, ...]
+    outputs: tuple[str, ...]
+    partitions: tuple[Partition, ...] = ()
+    masks: tuple[Triangular, ...] = ()
+    staged: tuple[tuple[str, str], ...] = ()  # (array name, level) placements chosen by the user
+    threads: int | None = None  # threads per block when no reg-level group fixes them
+
+    # ---------- structure ----------
+    def __post_init__(self):
+        produced = [op.output.name for op in self.ops]
+        if len(set(produced)) != len(produced):
+            raise DiagramError(f"diagram {self.name}: an array is produced twice: {produced}")
+        known = set(produced) | {x.name for op in self.ops for x in op.inputs}
+        for o in self.outputs:
+            if o not in produced:
+                raise DiagramError(f"diagram {self.name}: output {o} is produced by no operation")
+        del known
+        self.graph()  # raises on cycles
+
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for op in self.ops:
+            g.add_node(("op", op.name), op=op)
+            for x in op.inputs:
+                g.add_node(("array", x.name), array=x)
+                g.add_edge(("array", x.name), ("op", op.name))
+            g.add_node(("array", op.output.name), array=op.output)
+            g.add_edge(("op", op.name), ("array", op.output.name))
+        if not nx.is_directed_acyclic_graph(g):
+            raise DiagramError(f"diagram {self.name}: the operations form a cycle")
+        return g
+
+    def ordered_ops(self) -> list[Op]:
+        g = self.graph()
+        return [g.nodes[n]["op"] for n in nx.topological_sort(g) if n[0] == "op"]
+
+    def arrays(self) -> dict[str, Array]:
+        out: dict[str, Array] = {}
+        for op in self.ops:
+            for x in (*op.inputs, op.output):
+                out.setdefault(x.name, x)
+        return out
+
+    def inputs(self) -> list[Array]:
+        produced = {op.output.name for op in self.ops}
+        seen, out = set(), []
+        for op in self.ordered_ops():
+            for x in op.inputs:
+                if x.name not in produced and x.name not in seen:
+                    seen.add(x.name)
+                    out.append(x)
+        return out
+
+    def output_arrays(self) -> list[Array]:
+        arrs = self.arrays()
+        return [arrs[o] for o in self.outputs]
+
+    def intermediates(self) -> list[Array]:
+        outs = set(self.outputs)
+        return [op.output for op in self.ordered_ops() if op.output.name not in outs]
+
+    def axes(self) -> dict[str, sp.Expr]:
+        sizes: dict[str, sp.Expr] = {}
+        for x in self.arrays().values():
+            for a in x.axes:
+                if sizes.setdefault(a.name, a.size) != a.size:
+                    raise DiagramError(f"axis {a.name} has two sizes: {sizes[a.name]} and {a.size}")
+        return sizes
+
+    def consumers(self, array_name: str) -> list[Op]:
+        return [op for op in self.ops if any(x.name == array_name for x in op.inputs)]
+
+    def producer(self, array_name: str) -> Op | None:
+        for op in self.ops:
+            if op.output.name == array_name:
+                return op
+        return None
+
+    def symbols(self) -> set[sp.Symbol]:
+        syms: set[sp.Symbol] = set()
+        for s in self.axes().values():
+            syms |= s.free_symbols
+        for p in self.partitions:
+            syms |= sp.sympify(p.size).free_symbols
+        for m in self.masks:
+            syms |= sp.sympify(m.offset).free_symbols
+        return syms
+
+    # ---------- relabelings ----------
+    def _replace(self, **kw) -> "Diagram":
+        return dataclasses.replace(self, **kw)
+
+    def _check_axis(self, axis_name: str, what: str) -> sp.Expr:
+        sizes = self.axes()
+        if axis_name not in sizes:
+            raise DiagramError(f"{what}: diagram {self.name} has no axis {axis_name!r}; axes: {sorted(sizes)}")
+        return sizes[axis_name]
+
+    def _check_size(self, axis_name: str, size, what: str) -> sp.Expr:
+        full = self._check_axis(axis_name, what)
+        s = size_expr(size)
+        for p in self.partitions:
+            if p.axis_name == axis_name and p.level == "smem" and p.kind == "group":
+                full = p.size
+        if s.is_number and full.is_number and s > full:
+            raise DiagramError(f"{what}: tile {s} of {axis_name} exceeds its size {full}")
+        return s
+
+    def group(self, axis_name: str, tile, level: str = "smem", unit_threads: int = 32) -> "Diagram":
+        """Split `axis_name` into independent tiles of `tile`, one per unit of `level`
+        (thread blocks for "smem", warps or warpgroups for "reg")."""
+        if level not in ("smem", "reg"):
+            raise DiagramError(f"group {axis_name}: level must be 'smem' (blocks) or 'reg' (warps), got {level!r}")
+        s = self._check_size(axis_name, tile, f"group {axis_name}")
+        if any(p.axis_name == axis_name and p.level == level for p in self.partitions):
+            raise DiagramError(f"group {axis_name}: axis already partitioned at level {level}")
+        return self._replace(partitions=self.partitions + (Partition(axis_name, s, "group", level, 1, unit_threads),))
+
+    def stream(self, axis_name: str, chunk, level: str = "smem", stages: int = 1) -> "Diagram":
+        """Fold `axis_name` in chunks of `chunk`, in sequence, with an accumulator.
+        Fails, naming the operation, when an operation cannot carry a state across chunks."""
+        if level not in ("smem", "reg"):
+            raise DiagramError(f"stream {axis_name}: level must be 'smem' or 'reg', got {level!r}")
+        stages = size_expr(stages)  # a number, or a symbol for tile search
+        s = self._check_size(axis_name, chunk, f"stream {axis_name}")
+        blocker = self.stream_blocker(axis_name)
+        if blocker is not None:
+            op, need = blocker
+            raise DiagramError(
+                f"cannot stream {axis_name}: operation '{op.name}' ({op.describe()}) needs '{need}', "
+                f"which is complete only after all of {axis_name} has been reduced; "
+                f"rewrite it first (e.g. online_softmax)")
+        if any(p.axis_name == axis_name and p.level == level for p in self.partitions):
+            raise DiagramError(f"stream {axis_name}: axis already partitioned at level {level}")
+        return self._replace(partitions=self.partitions + (Partition(axis_name, s, "stream", level, stages),))
+
+    def stream_blocker(self, axis_name: str) -> tuple[Op, str] | None:
+        """The first op that would need a value complete over `axis_name` while a chunk is live."""
+        complete_after: set[str] = set()  # arrays final only once the whole axis is folded
+        for op in self.ordered_ops():
+            space = {a.name for a in op.iteration_axes()}
+            if axis_name in space:
+                for x in op.inputs:
+                    if x.name in complete_after:
+                        return op, x.name
+            folds = axis_name in space and not op.output.carries(axis_name)
+            if folds or any(x.name in complete_after for x in op.inputs):
+                complete_after.add(op.output.name)
+        return None
+
+    def online_softmax(self) -> "Diagram":
+        """Rewrite softmax over an axis followed by a contraction over that axis into a
+        streamable normalized contraction (running max, running sum, rescale)."""
+        groups: dict[str, list[Op]] = {}
+        for op in self.ops:
+            if op.tag.startswith("softmax:"):
+                groups.setdefault(op.tag, []).append(op)
+        new_ops = list(self.ops)
+        done = 0
+        for tag, members in groups.items():
+            names = {m.output.name for m in members}
+            final = [m for m in members if not any(m.output.name == x.name for o in members for x in o.inputs)]
+            if len(final) != 1:
+                continue
+            probs = final[0].output
+            red = [m for m in members if isinstance(m, Reduce)]
+            if not red:
+                continue
+            ax = red[0].axis_name
+            cons = [c for c in self.consumers(probs.name) if c not in members]
+            if len(cons) != 1 or not isinstance(cons[0], Contraction) or ax not in cons[0].contracted:
+                continue
+            contraction = cons[0]
+            external = [x for m in members for x in m.inputs if x.name not in names]
+            scores = external[0]
+            other = [x for x in contraction.inputs if x.name != probs.name]
+            per_score: dict[str, int] = {}
+            for m in members:  # the softmax's own per-element work stays, run chunk by chunk
+                for u, c in m.work_per_point().items():
+                    per_score[u] = per_score.get(u, 0) + int(c)
+            per_score["fp32"] = per_score.get("fp32", 0) - 1  # the division moves to the end
+            fused = NormalizedContraction(
+                name=f"{contraction.name}", inputs=(scores, *other), output=contraction.output,
+                axis_name=ax, score_costs=tuple(sorted(per_score.items())), tag=tag)
+            new_ops = [o for o in new_ops if o not in members and o is not contraction]
+            new_ops.append(fused)
+            done += 1
+        if not done:
+            raise DiagramError(f"online_softmax: diagram {self.name} has no softmax followed by a contraction over the same axis")
+        return self._replace(ops=tuple(new_ops))
+
+    def mask(self, row_axis: str, col_axis: str, offset=0) -> "Diagram":
+        """Keep only points with col <= row + offset; streams over `col_axis` skip dead chunks."""
+        self._check_axis(row_axis, "mask")
+        self._check_axis(col_axis, "mask")
+        return self._replace(masks=self.masks + (Triangular(row_axis, col_axis, sp.sympify(offset)),))
+
+    def stage(self, array_name: str, level: str) -> "Diagram":
+        """Place an array at a memory level (an input staged in SMEM, an intermediate kept there)."""
+        if array_name not in self.arrays():
+            raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
+        if level not in LEVELS:
+            raise DiagramError(f"stage: unknown level {level!r}; levels: {LEVELS}")
+        return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),))
+
+    def with_threads(self, threads: int) -> "Diagram":
+        return self._replace(threads=int(threads))
+
+    def compose(self, other: "Diagram", name: str | None = None) -> "Diagram":
+        """Fuse two diagrams into one kernel: outputs of self feed inputs of other by name."""
+        outs = tuple(o for o in self.outputs if not other.consumers(o)) + other.outputs
+        return Diagram(name or f"{self.name}+{other.name}", self.ops + other.ops, outs,
+                       self.partitions + other.partitions, self.masks + other.masks,
+                       self.staged + other.staged, other.threads or self.threads)
+
+    def subs(self, values: dict) -> "Diagram":
+        """The same diagram with some sizes fixed (symbol name or Symbol -> number)."""
+        rep = {(sp.Symbol(k, positive=True, integer=True) if isinstance(k, str) else k): v for k, v in values.items()}
+
+        def fix_array(x: Array) -> Array:
+            return dataclasses.replace(x, axes=tuple(dataclasses.replace(a, size=sp.sympify(a.size).subs(rep)) for a in x.axes))
+
+        ops = tuple(dataclasses.replace(op, inputs=tuple(fix_array(x) for x in op.inputs), output=fix_array(op.output))
+                    for op in self.ops)
+        parts = tuple(dataclasses.replace(p, size=sp.sympify(p.size).subs(rep)) for p in self.partitions)
+        masks = tuple(dataclasses.replace(m, offset=sp.sympify(m.offset).subs(rep)) for m in self.masks)
+        return self._replace(ops=ops, partitions=parts, masks=masks)
+
+    # ---------- views used by the derivation ----------
+    def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:
+        return [p for p in self.partitions if p.level == level and (kind is None or p.kind == kind)]
+
+    def level_of(self, array: Array) -> str:
+        """Where an array lives while the kernel runs."""
+        for name, lvl in self.staged:
+            if name == array.name:
+                return lvl
+        if array.name in self.outputs or self.producer(array.name) is None:
+            return "global"
+        return "reg" if self.partitions_at("reg") or not self.partitions_at("smem") else "smem"
+
+
+@dataclass(frozen=True)
+class Program:
+    """Kernels run one after another; arrays passed between them go through global memory."""
+    name: str
+    kernels: tuple[Diagram, ...] = field(default_factory=tuple)
+
+    def then(self, kernel: Diagram) -> "Program":
+        return Program(self.name, self.kernels + (kernel,))
+
+    def subs(self, values: dict) -> "Program":
+        return Program(self.name, tuple(k.subs(values) for k in self.kernels))
+
+    def symbols(self) -> set[sp.Symbol]:
+        out: set[sp.Symbol] = set()
+        for k in self.kernels:
+            out |= k.symbols()
+        return out
+
+
+def as_program(d: Diagram | Program) -> Program:
+    return d if isinstance(d, Program) else Program(d.name, (d,))
+
+
+def ops_of(kernels: Iterable[Diagram]) -> list[Op]:
+    return [op for k in kernels for op in k.ordered_ops()]
+
+
+__all__ = ["Diagram", "Program", "as_program", "LEVELS", "Map", "Reduce", "Contraction"]

@@ -1,0 +1,161 @@
+"""Algorithms written with the diagram API, and their standard relabelings.
+
+FlashAttention is not written here by hand: `flash_attention` takes plain
+`attention` and relabels it (group batch, heads and query rows over thread
+blocks; online-softmax rewrite; stream keys; split query rows over warps).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .core import Array, Contraction, DiagramError, Map, Reduce, axis, size_expr
+from .diagram import Diagram, Program
+
+
+def matmul(a="a", b="b", c="c", dtype="bf16", out_dtype=None) -> Diagram:
+    """C[a, c] = sum_b A[a, b] B[b, c]."""
+    A_, B_, C_ = axis("a", a), axis("b", b), axis("c", c)
+    A = Array("A", (A_, B_), dtype)
+    B = Array("B", (B_, C_), dtype)
+    C = Array("C", (A_, C_), out_dtype or dtype)
+    return Diagram("matmul", (Contraction("C=A.B", (A, B), C),), ("C",))
+
+
+def softmax_ops(scores: Array, over: str, out_name: str, out_dtype: str, scale: bool = True):
+    """Primitives of a numerically safe softmax of `scores` over axis `over` (tagged as one composite)."""
+    tag = f"softmax:{out_name}"
+    rows = tuple(a for a in scores.axes if a.name != over)
+    mx = Array(f"{out_name}_max", rows, "fp32")
+    ex = Array(f"{out_name}_exp", scores.axes, "fp32")
+    sm = Array(f"{out_name}_sum", rows, "fp32")
+    pr = Array(out_name, scores.axes, out_dtype)
+    return (
+        Reduce(f"max_{over}", (scores,), mx, tag=tag, axis_name=over, combine="max"),
+        # exp2((s - max) * scale*log2e): one FMA and one ex2 per score
+        Map(f"exp", (scores, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)),
+            formula="exp(scale*(s - max))" if scale else "exp(s - max)"),
+        Reduce(f"sum_{over}", (ex,), sm, tag=tag, axis_name=over, combine="sum"),
+        Map(f"normalize", (ex, sm), pr, tag=tag, costs=(("fp32", 1),), formula="e / sum"),
+    )
+
+
+def softmax(rows="n", cols="m", dtype="bf16") -> Diagram:
+    """P[n, m] = softmax over m of S[n, m] (S in fp32)."""
+    n, m = axis("n", rows), axis("m", cols)
+    S = Array("S", (n, m), "fp32")
+    ops = softmax_ops(S, "m", "P", dtype, scale=False)
+    return Diagram("softmax", ops, ("P",))
+
+
+def _attention_axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads):
+    b, n, m, d = axis("b", batch), axis("n", seqlen), axis("m", kv_seqlen), axis("d", head_dim)
+    if kv_heads is None:
+        h = axis("h", heads)
+        return b, (h,), (h,), n, m, d
+    hk = axis("hk", kv_heads)
+    hq, hkv = sp.sympify(size_expr(heads)), sp.sympify(size_expr(kv_heads))
+    if hq.is_number and hkv.is_number:
+        if hq % hkv:
+            raise DiagramError(f"heads ({hq}) must be a multiple of kv_heads ({hkv})")
+        g = axis("g", hq // hkv)
+    else:
+        g = axis("g")  # query heads per KV head; H = hk * g
+    return b, (hk, g), (hk,), n, m, d
+
+
+def attention(batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dtype="bf16",
+              kv_heads=None) -> Diagram:
+    """O = softmax(scale * Q K^T) V. With `kv_heads`, query heads split as (hk, g) and K, V carry hk only
+    (grouped-query attention; kv_heads=1 is multi-query)."""
+    b, qh, kvh, n, m, d = _attention_axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads)
+    Q = Array("Q", (b, *qh, n, d), dtype)
+    K = Array("K", (b, *kvh, m, d), dtype)
+    V = Array("V", (b, *kvh, m, d), dtype)
+    S = Array("S", (b, *qh, n, m), "fp32")
+    O = Array("O", (b, *qh, n, d), dtype)
+    P = Array("P", (b, *qh, n, m), dtype)
+    ops = (Contraction("S=Q.K", (Q, K), S),) + softmax_ops(S, "m", "P", dtype) + (Contraction("O=P.V", (P, V), O),)
+    name = "attention" if kv_heads is None else "gqa-attention"
+    return Diagram(name, ops, ("O",))
+
+
+def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=False, share_kv_heads=False,
+                    warp_rows=None, unit_threads=32, **shape) -> Diagram:
+    """FlashAttention forward, derived from `attention` by relabeling.
+
+    group b, heads, query rows (tile `block_m`) over thread blocks; online-softmax rewrite;
+    stream keys in chunks of `block_n` with `stages` buffers in SMEM; split the block's query
+    rows over `warps` units at the register level. With GQA, `share_kv_heads` puts all query
+    heads of a KV group in one block (the g axis grouped whole) so K and V are loaded once per group.
+    """
+    att = attention(**shape)
+    blk_m, blk_n = size_expr(block_m), size_expr(block_n)
+    d = att.group("b", 1)
+    if "h" in att.axes():
+        d = d.group("h", 1)
+    else:
+        d = d.group("hk", 1)
+        g = att.axes()["g"]
+        d = d.group("g", g if share_kv_heads else 1)
+    d = d.group("n", blk_m)
+    d = d.online_softmax()
+    d = d.stream("m", blk_n, "smem", stages=stages)
+    rows_per_unit = size_expr(warp_rows) if warp_rows is not None else blk_m / size_expr(warps)
+    d = d.group("n", rows_per_unit, "reg", unit_threads=unit_threads)
+    if causal:
+        axes = d.axes()
+        d = d.mask("n", "m", axes["m"] - axes["n"])
+    for x in ("Q", "K", "V"):
+        d = d.stage(x, "smem")
+    return d._replace(name=("causal-" if causal else "") + "flash-attention" + ("-gqa" if "g" in att.axes() else ""))
+
+
+def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, fast_level="smem", warps=None,
+                 **sizes) -> Diagram:
+    """Matmul with output tiles over blocks and the contraction streamed through fast memory.
+    With `warps`, the block's rows are split over warps at the register level."""
+    d = matmul(**sizes).group("a", tile_a).group("c", tile_c).stream("b", chunk_b, "smem", stages=stages)
+    d = d.stage("A", "smem").stage("B", "smem")
+    if warps is not None:
+        d = d.group("a", size_expr(tile_a) / size_expr(warps), "reg")
+    elif fast_level == "smem":
+        d = d.stage("C", "smem")  # the single-level model: accumulator in fast memory
+    return d
+
+
+def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps=4, stages=2, rows_per_block=1,
+                      batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dtype="bf16",
+                      softmax_threads=32) -> Program:
+    """Three kernels through global memory: S = Q K^T (fp32), P = softmax(S), O = P V."""
+    att = attention(batch, heads, seqlen, kv_seqlen, head_dim, dtype)
+    ops = {op.name: op for op in att.ops}
+    bm, bn, bk = size_expr(block_m), size_expr(block_n), size_expr(block_k)
+    rows_warp = bm / size_expr(warps)
+
+    scores = Diagram("scores", (ops["S=Q.K"],), ("S",))
+    scores = (scores.group("b", 1).group("h", 1).group("n", bm).group("m", bn)
+              .stream("d", bk, "smem", stages).group("n", rows_warp, "reg").stage("Q", "smem").stage("K", "smem"))
+
+    sm_ops = tuple(op for op in att.ops if op.tag.startswith("softmax:"))
+    soft = Diagram("softmax", sm_ops, ("P",))
+    soft = soft.group("b", 1).group("h", 1).group("n", rows_per_block).with_threads(softmax_threads)
+
+    out = Diagram("output", (ops["O=P.V"],), ("O",))
+    out = (out.group("b", 1).group("h", 1).group("n", bm).group("d", bn)
+           .stream("m", bk, "smem", stages).group("n", rows_warp, "reg").stage("P", "smem").stage("V", "smem"))
+    return Program("unfused-attention", (scores, soft, out))
+
+
+ALGORITHMS = {
+    "matmul": "C = A B, output tiles over blocks, contraction streamed",
+    "softmax": "row softmax, one row group per block",
+    "attention-unfused": "scores, softmax and output as three kernels through global memory",
+    "flash-attention": "attention relabeled: group b, h, query rows; online softmax; stream keys",
+    "flash-attention-causal": "flash-attention with a triangular mask (skips key chunks above the diagonal)",
+    "gqa": "grouped-query flash-attention (K, V shared by the query heads of a group)",
+}
+
+
+def check_known(name: str) -> None:
+    if name not in ALGORITHMS:
+        raise DiagramError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}")

@@ -1,0 +1,146 @@
+"""Loop-nest pseudocode of a partitioned diagram, with a size beside every variable.
+
+Read off the same structures the derivation uses: block-level groups become parallel loops over
+thread blocks, block-level streams sequential loops with their loads to SMEM, register-level groups
+parallel loops over warps, and each operation a line with its work. Nothing here is specific to
+one algorithm.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import sympy as sp
+
+from diagrams.core import Contraction, Map, NormalizedContraction, Reduce
+from diagrams.diagram import Diagram, Program, as_program
+
+
+def _fmt(expr, values: Mapping[str, int] | None) -> str:
+    e = sp.sympify(expr)
+    if values:
+        num = e.subs({sp.Symbol(k, positive=True, integer=True): v for k, v in values.items()})
+        if num.is_number:
+            return f"{e} = {int(num) if num == int(num) else float(num):g}" if num != e else f"{int(num)}"
+    return str(e)
+
+
+def _bytes(expr, values) -> str:
+    e = sp.sympify(expr)
+    if values:
+        num = e.subs({sp.Symbol(k, positive=True, integer=True): v for k, v in values.items()})
+        if num.is_number:
+            b = float(num)
+            return f"{b / 1024:.1f} KiB" if b >= 1024 else f"{b:.0f} B"
+    return f"{e} B"
+
+
+def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> list[str]:
+    sizes = d.axes()
+    block_groups = d.partitions_at("smem", "group")
+    streams = d.partitions_at("smem", "stream")
+    unit_groups = d.partitions_at("reg", "group")
+    block_tile = {p.axis_name: p.size for p in block_groups}
+    stream_chunk = {p.axis_name: p.size for p in streams}
+    unit_tile = {p.axis_name: p.size for p in unit_groups}
+    lines: list[str] = [f"kernel {d.name}:"]
+    ind = "  "
+
+    def sl(arr, level):
+        parts = []
+        for a in arr.axes:
+            if level == "reg" and a.name in unit_tile:
+                parts.append(f"{a.name}1:{a.name}1+{unit_tile[a.name]}")
+            elif a.name in stream_chunk:
+                parts.append(f"{a.name}0:{a.name}0+{stream_chunk[a.name]}")
+            elif a.name in block_tile and block_tile[a.name] != 1:
+                parts.append(f"{a.name}0:{a.name}0+{block_tile[a.name]}")
+            elif a.name in block_tile:
+                parts.append(a.name)
+            else:
+                parts.append(":")
+        return f"{arr.name}[{', '.join(parts)}]"
+
+    def tile_elems(arr, level):
+        ext = []
+        for a in arr.axes:
+            if level == "reg" and a.name in unit_tile:
+                ext.append(unit_tile[a.name])
+            elif a.name in stream_chunk:
+                ext.append(stream_chunk[a.name])
+            else:
+                ext.append(block_tile.get(a.name, sizes[a.name]))
+        return sp.Mul(*ext)
+
+    for p in block_groups:
+        step = "" if p.size == 1 else f" step {_fmt(p.size, values)}"
+        name = p.axis_name if p.size == 1 else f"{p.axis_name}0"
+        lines.append(f"{ind}parallel for {name} in 0..{_fmt(sizes[p.axis_name], values)}{step}:   # thread blocks")
+        ind += "  "
+    staged = [x for x in d.inputs() if d.level_of(x) == "smem"]
+    streamed_axes = {p.axis_name for p in streams}
+    for x in staged:
+        if not (set(x.axis_names) & streamed_axes):
+            lines.append(f"{ind}load {sl(x, 'smem')} -> smem   # {_fmt(tile_elems(x, 'smem'), values)} x {x.dtype}, "
+                         f"{_bytes(tile_elems(x, 'smem') * x.itemsize, values)}, once per block")
+    for op in d.ordered_ops():
+        if isinstance(op, NormalizedContraction):
+            rows = op.state_arrays()[0]
+            lines.append(f"{ind}init {op.output.name}_acc = 0, {rows.name} = -inf, "
+                         f"{op.output.name}_sum = 0   # fp32 state in registers")
+        elif isinstance(op, Contraction) and streamed_axes & set(op.contracted):
+            lines.append(f"{ind}init {op.output.name}_acc = 0   # fp32 accumulator")
+    masks = {m.col_axis: m for m in d.masks}
+    for p in streams:
+        mask = masks.get(p.axis_name)
+        bound = _fmt(sizes[p.axis_name], values)
+        if mask is not None:
+            bound = f"min({bound}, {mask.row_axis}0 + {mask.row_axis}_tile + {mask.offset})"
+        lines.append(f"{ind}for {p.axis_name}0 in 0..{bound} step {_fmt(p.size, values)}:   "
+                     f"# stream, {_fmt(p.stages, values)} stage(s) in flight")
+        ind += "  "
+        for x in staged:
+            if p.axis_name in x.axis_names:
+                lines.append(f"{ind}load {sl(x, 'smem')} -> smem   # {_fmt(tile_elems(x, 'smem'), values)} x {x.dtype}, "
+                             f"{_bytes(tile_elems(x, 'smem') * x.itemsize, values)}")
+    for p in unit_groups:
+        lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(block_tile.get(p.axis_name, sizes[p.axis_name]), values)} "
+                     f"step {_fmt(p.size, values)}:   # {'warps' if p.unit_threads == 32 else 'warpgroups'}")
+        ind += "  "
+    for op in d.ordered_ops():
+        ins = ", ".join(sl(x, "reg") for x in op.inputs)
+        if isinstance(op, NormalizedContraction):
+            lines.append(f"{ind}{sl(op.scores, 'reg')}: m_new = max(m, rowmax); p = exp(s - m_new)   "
+                         f"# {_fmt(tile_elems(op.scores, 'reg'), values)} scores, exp unit")
+            lines.append(f"{ind}rescale: alpha = exp(m - m_new); sum = alpha*sum + rowsum(p); "
+                         f"{op.output.name}_acc *= alpha")
+            lines.append(f"{ind}{op.output.name}_acc += p . {sl(op.inputs[1], 'reg')}   # tensor, contract over "
+                         f"{op.axis_name}; {op.output.name}_acc is {_fmt(tile_elems(op.output, 'reg'), values)} fp32 per unit")
+        elif isinstance(op, Contraction):
+            acc = f"{op.output.name}_acc +=" if streamed_axes & set(op.contracted) else f"{op.output.name} ="
+            lines.append(f"{ind}{acc} contract({ins}) over {','.join(op.contracted)}   "
+                         f"# {sl(op.output, 'reg')}: {_fmt(tile_elems(op.output, 'reg'), values)} fp32 in registers")
+        elif isinstance(op, Reduce):
+            lines.append(f"{ind}{op.output.name} = {op.combine}({ins}) over {op.axis_name}")
+        elif isinstance(op, Map):
+            lines.append(f"{ind}{op.output.name} = {op.formula or 'map'}({ins})   # " +
+                         ", ".join(f"{c} {u}" for u, c in op.costs) + " per element")
+    for p in reversed(unit_groups + streams):
+        ind = ind[:-2]
+    for op in d.ordered_ops():
+        if isinstance(op, NormalizedContraction):
+            lines.append(f"{ind}{op.output.name} = {op.output.name}_acc / {op.output.name}_sum   # once per block")
+    for x in d.output_arrays():
+        lines.append(f"{ind}store {sl(x, 'smem')} -> global   # {_fmt(tile_elems(x, 'smem'), values)} x {x.dtype}, "
+                     f"{_bytes(tile_elems(x, 'smem') * x.itemsize, values)}")
+    return lines
+
+
+def pseudocode(diagram: Diagram | Program, values: Mapping[str, int] | None = None) -> str:
+    prog = as_program(diagram)
+    out = []
+    if values:
+        out.append("# sizes: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    for k in prog.kernels:
+        out.extend(kernel_pseudocode(k, values))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,78 @@
+"""Sympy helpers: the masked-tile counter and vectorized evaluation of derived expressions."""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+import sympy as sp
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def triangle_tiles_numeric(rows, row_tile, col_chunk, cols, offset):
+    """Count (row tile, column chunk) pairs holding at least one live point of col <= row + offset.
+
+    Row tile i covers rows [i*row_tile, min((i+1)*row_tile, rows)); its last row sees columns up to
+    row + offset, so it visits ceil((last_row + 1 + offset) / col_chunk) chunks, clipped to [0, chunks].
+    Vectorized over numpy arrays of any broadcastable shapes.
+    """
+    rows, row_tile, col_chunk, cols, offset = (np.asarray(x, dtype=np.int64) for x in
+                                               (rows, row_tile, col_chunk, cols, offset))
+    tiles = _ceil_div(rows, row_tile)
+    chunks = _ceil_div(cols, col_chunk)
+    shape = np.broadcast(rows, row_tile, col_chunk, cols, offset).shape
+    total = np.zeros(shape, dtype=np.int64)
+    for i in range(int(np.max(tiles))):
+        end = np.minimum((i + 1) * row_tile, rows)
+        visited = np.clip(_ceil_div(end + offset, col_chunk), 0, chunks)
+        total = total + np.where(i < tiles, visited, 0)
+    return total
+
+
+class TriangleTiles(sp.Function):
+    """TriangleTiles(rows, row_tile, col_chunk, cols, offset): tile pairs a triangular mask keeps.
+
+    Stays symbolic while any argument is a symbol; with numbers it evaluates exactly.
+    Its leading term is rows*cols/(2*row_tile*col_chunk) when offset = cols - rows = 0.
+    """
+    nargs = 5
+
+    @classmethod
+    def eval(cls, rows, row_tile, col_chunk, cols, offset):
+        args = (rows, row_tile, col_chunk, cols, offset)
+        if all(a.is_Integer for a in args):
+            return sp.Integer(int(triangle_tiles_numeric(*[int(a) for a in args])))
+        return None
+
+
+NUMERIC_MODULES = [{"TriangleTiles": triangle_tiles_numeric, "ceiling": np.ceil, "Max": np.maximum,
+                    "Min": np.minimum}, "numpy"]
+
+
+def sym(name: str) -> sp.Symbol:
+    return sp.Symbol(name, positive=True, integer=True)
+
+
+def evaluate(exprs: Mapping[str, sp.Expr], values: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Evaluate named expressions on numpy arrays of symbol values (vectorized lambdify)."""
+    names = sorted({s.name for e in exprs.values() for s in sp.sympify(e).free_symbols})
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise KeyError(f"no value for {', '.join(missing)}")
+    args = [sym(n) for n in names]
+    out = {}
+    for key, e in exprs.items():
+        e = sp.sympify(e)
+        f = sp.lambdify(args, e, modules=NUMERIC_MODULES)
+        out[key] = np.asarray(f(*[np.asarray(values[n]) for n in names]), dtype=float)
+    return out
+
+
+def numeric(expr: sp.Expr, values: Mapping[str, object]) -> float:
+    return float(evaluate({"x": expr}, values)["x"])
+
+
+def free_names(exprs: Iterable[sp.Expr]) -> set[str]:
+    return {s.name for e in exprs for s in sp.sympify(e).free_symbols}

@@ -1,0 +1,323 @@
+// FlashAttention forward, Ampere-style (mma.sync m16n8k16 + ldmatrix + cp.async).
+// Runs on sm_80 and newer (Hopper runs it on the legacy tensor-core path).
+//
+// One block computes BLOCK_M query rows of one (batch, head) against all
+// visible keys, streaming K/V in chunks of BLOCK_N rows through a ring of
+// STAGES (K chunk, V chunk) slots in shared memory.
+//
+// Shared memory (dynamic, no static):  (BLOCK_M + 2*STAGES*BLOCK_N) * HEAD_DIM * sizeof(T)
+//   [ Q tile | K slot 0 | V slot 0 | K slot 1 | V slot 1 | ... ]
+// each tile row-major (HEAD_DIM contiguous), 16-byte chunks XOR-swizzled
+// (chunk ^= row & 7) instead of padded.
+//
+// Registers per thread (MT = BLOCK_M / WARPS / 16 m16 tiles per warp):
+//   O accumulator  MT * HEAD_DIM/8 * 4 fp32,  S/P tile  MT * BLOCK_N/8 * 4 fp32,
+//   running max / sum  4*MT fp32, plus one Q A-fragment (4*MT regs) and one
+//   K or V B-fragment (4 regs) in flight.
+//
+// Grid: x = query tile (fastest), y = head, z = batch.  Consecutive blocks
+// share (batch, head) and therefore stream the same K/V: the blocks resident
+// at one time read each K/V chunk from DRAM once and hit L2 afterwards.
+// With IS_CAUSAL the query tiles are walked last-first (blockIdx.x = 0 is the
+// last, most expensive tile) so the long blocks start first and the short
+// ones fill the tail of the wave.
+#pragma once
+#include "iom_common.cuh"
+
+namespace iom {
+
+template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                 T* __restrict__ o, float* __restrict__ lse,
+                 i64 q_sb, i64 q_sh, i64 q_sn,
+                 i64 k_sb, i64 k_sh, i64 k_sn,
+                 i64 v_sb, i64 v_sh, i64 v_sn,
+                 i64 o_sb, i64 o_sh, i64 o_sn,
+                 int H, int group, int N_q, int N_k, float scale_log2, float scale) {
+    constexpr int THREADS = WARPS * 32;
+    constexpr int ROWS_PER_WARP = BLOCK_M / WARPS;
+    constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
+    constexpr int NT = BLOCK_N / 8;          // n8 tiles of S
+    constexpr int DT = HEAD_DIM / 8;         // n8 tiles of O
+    constexpr int KQ = HEAD_DIM / 16;        // k16 steps of Q K^T
+    constexpr int KP = BLOCK_N / 16;         // k16 steps of P V
+    constexpr int CPR = HEAD_DIM / 8;        // 16-byte chunks per SMEM row
+    constexpr int ROW_BYTES = HEAD_DIM * 2;
+    static_assert(sizeof(T) == 2, "16-bit inputs only");
+    static_assert(BLOCK_M % (16 * WARPS) == 0, "each warp owns a multiple of 16 query rows");
+    static_assert(BLOCK_N % 16 == 0, "BLOCK_N must be a multiple of 16");
+    static_assert(HEAD_DIM % 64 == 0, "HEAD_DIM must be 64, 128, 192 or 256");
+    static_assert(STAGES >= 1, "STAGES >= 1");
+    using E = Elem<T>;
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int m_block = IS_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    const int hk = h / group;
+    const int m0 = m_block * BLOCK_M;
+    const int diag = N_k - N_q;   // key j is visible from query i iff j <= i + diag (causal)
+
+    const T* qg = q + (i64)b * q_sb + (i64)h * q_sh;
+    const T* kg = k + (i64)b * k_sb + (i64)hk * k_sh;
+    const T* vg = v + (i64)b * v_sb + (i64)hk * v_sh;
+    T* og = o + (i64)b * o_sb + (i64)h * o_sh;
+    float* lg = lse + ((i64)b * H + h) * N_q;
+
+    int n_blocks = (N_k + BLOCK_N - 1) / BLOCK_N;
+    if (IS_CAUSAL) {
+        const int last_row = min(m0 + BLOCK_M, N_q) - 1;
+        const int last_key = last_row + diag;            // highest key any row here sees
+        n_blocks = min(n_blocks, last_key < 0 ? 0 : last_key / BLOCK_N + 1);
+    }
+    if (n_blocks <= 0) {
+        // No query row of this tile sees any key: O = 0, L = -inf.
+        constexpr int CHUNKS = BLOCK_M * CPR;
+        for (int i = tid; i < CHUNKS; i += THREADS) {
+            const int r = i / CPR, c = i % CPR;
+            if (m0 + r < N_q) {
+                u32* dst = reinterpret_cast<u32*>(og + (i64)(m0 + r) * o_sn + c * 8);
+                dst[0] = 0u; dst[1] = 0u; dst[2] = 0u; dst[3] = 0u;
+            }
+        }
+        for (int r = tid; r < BLOCK_M; r += THREADS)
+            if (m0 + r < N_q) lg[m0 + r] = neg_inf();
+        return;
+    }
+
+    const u32 sQ = smem_addr(dyn_smem());
+    const u32 sKV = sQ + BLOCK_M * ROW_BYTES;
+    constexpr u32 SLOT_BYTES = 2u * BLOCK_N * ROW_BYTES;
+    constexpr u32 V_OFFSET = (u32)BLOCK_N * ROW_BYTES;
+
+    using Loader = TileLoader<BLOCK_N, CPR, THREADS>;
+    const Loader ld(tid);
+    const T* k_src = kg + (i64)ld.r0 * k_sn + ld.c8;
+    const T* v_src = vg + (i64)ld.r0 * v_sn + ld.c8;
+    const i64 k_step = (i64)Loader::RSTEP * k_sn;
+    const i64 v_step = (i64)Loader::RSTEP * v_sn;
+    auto load_k = [&](int nb, int slot) {
+        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, kg);
+    };
+    auto load_v = [&](int nb, int slot) {
+        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)nb * BLOCK_N * v_sn, v_step,
+                N_k - nb * BLOCK_N, CPR, vg);
+    };
+
+    // ---- prologue: Q, then the first chunks --------------------------------
+    {
+        using QLoader = TileLoader<BLOCK_M, CPR, THREADS>;
+        const QLoader lq(tid);
+        lq.load(sQ, qg + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn, N_q - m0, CPR, qg);
+    }
+    cp_async_commit();
+    if constexpr (STAGES == 1) {
+        load_k(0, 0);
+        cp_async_commit();
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < n_blocks) load_k(s, s);
+            cp_async_commit();
+            if (s < n_blocks) load_v(s, s);
+            cp_async_commit();
+        }
+    }
+
+    // ---- per-thread ldmatrix offsets (swizzle uses row & 7 == lane & 7) ----
+    const int sw = lane & 7;
+    // Q (A operand): row = warp rows + (lane & 15), chunk = 2*kk + (lane >> 4)
+    const u32 q_row_addr = sQ + (warp * ROWS_PER_WARP + (lane & 15)) * ROW_BYTES;
+    const int q_x = (lane >> 4) ^ sw;
+    // K (B operand, non-trans): key = (lane & 7) + 8*(lane >> 4), chunk = 2*kk + ((lane >> 3) & 1)
+    const u32 k_row_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
+    const int k_x = ((lane >> 3) & 1) ^ sw;
+    // V (B operand, trans): key = (lane & 7) + 8*((lane >> 3) & 1), chunk = 2*dp + (lane >> 4)
+    const u32 v_row_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES + V_OFFSET;
+    const int v_x = (lane >> 4) ^ sw;
+
+    float acc_o[MT][DT][4];
+    float row_max[MT][2];
+    float row_sum[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.f;
+        }
+        row_max[mt][0] = row_max[mt][1] = neg_inf();
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+
+    const int row_base = m0 + warp * ROWS_PER_WARP + (lane >> 2);   // + mt*16 + hh*8
+    const int col_lane = 2 * (lane & 3);
+
+    for (int j = 0; j < n_blocks; ++j) {
+        const int slot = (STAGES == 1) ? 0 : j % STAGES;
+        const u32 sK = sKV + slot * SLOT_BYTES;
+
+        // K_j has landed (this thread) -> barrier makes it everyone's; it also
+        // certifies that every warp is done with chunk j-1.
+        if constexpr (STAGES == 1) {
+            cp_async_wait<0>();
+        } else {
+            cp_async_wait<2 * STAGES - 3>();
+        }
+        __syncthreads();
+        if constexpr (STAGES == 1) {
+            load_v(j, 0);                 // V_j overlaps S = Q K_j^T
+            cp_async_commit();
+        } else {
+            const int jn = j + STAGES - 1;
+            const int sn = jn % STAGES;   // == slot of chunk j-1, free now
+            if (jn < n_blocks) load_k(jn, sn);
+            cp_async_commit();
+            if (jn < n_blocks) load_v(jn, sn);
+            cp_async_commit();
+        }
+
+        // ---- S = Q K_j^T ----------------------------------------------------
+        float s[MT][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+
+#pragma unroll
+        for (int kk = 0; kk < KQ; ++kk) {
+            u32 qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                ldsm_x4(q_row_addr + mt * 16 * ROW_BYTES + (((2 * kk) ^ q_x) << 4),
+                        qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; ++np) {
+                u32 kb0, kb1, kb2, kb3;
+                ldsm_x4(sK + np * 16 * ROW_BYTES + k_row_off + (((2 * kk) ^ k_x) << 4), kb0, kb1, kb2, kb3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    E::mma(s[mt][2 * np], qa[mt], kb0, kb1);
+                    E::mma(s[mt][2 * np + 1], qa[mt], kb2, kb3);
+                }
+            }
+        }
+
+        // ---- masking: key tail and causal diagonal ---------------------------
+        const int n0 = j * BLOCK_N;
+        const bool need_mask = (n0 + BLOCK_N > N_k) || (IS_CAUSAL && n0 + BLOCK_N - 1 > m0 + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = n0 + nt * 8 + col_lane + (e & 1);
+                        const int row = row_base + mt * 16 + (e >> 1) * 8;
+                        bool masked = col >= N_k;
+                        if (IS_CAUSAL) masked = masked || (col > row + diag);
+                        if (masked) s[mt][nt][e] = neg_inf();
+                    }
+        }
+
+        if constexpr (STAGES == 1) {
+            cp_async_wait<0>();           // V_j
+            __syncthreads();              // V_j visible; everyone done reading K_j
+            if (j + 1 < n_blocks) load_k(j + 1, 0);   // K_{j+1} overlaps softmax + P V_j
+            cp_async_commit();
+        }
+
+        // ---- online softmax (exp2, scale folded into the exponent) ----------
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                float mx = row_max[mt][hh];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+                const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
+                row_max[mt][hh] = mx;
+                float rs = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+                    for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
+                        const float p = ex2(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
+                        s[mt][nt][e] = p;
+                        rs += p;
+                    }
+                }
+                row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    acc_o[mt][dt][2 * hh] *= corr;
+                    acc_o[mt][dt][2 * hh + 1] *= corr;
+                }
+            }
+        }
+
+        if constexpr (STAGES > 1) {
+            cp_async_wait<2 * STAGES - 2>();   // V_j
+            __syncthreads();
+        }
+
+        // ---- O += P V_j --------------------------------------------------------
+        const u32 sV = sK + v_row_off;
+#pragma unroll
+        for (int kk = 0; kk < KP; ++kk) {
+            u32 pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                pa[mt][0] = E::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = E::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = E::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = E::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < DT / 2; ++dp) {
+                u32 vb0, vb1, vb2, vb3;
+                ldsm_x4_trans(sV + kk * 16 * ROW_BYTES + (((2 * dp) ^ v_x) << 4), vb0, vb1, vb2, vb3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    E::mma(acc_o[mt][2 * dp], pa[mt], vb0, vb1);
+                    E::mma(acc_o[mt][2 * dp + 1], pa[mt], vb2, vb3);
+                }
+            }
+        }
+    }
+
+    // ---- epilogue: normalise, write O (registers -> global) and L ------------
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            float l = row_sum[mt][hh];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = (l > 0.f) ? 1.f / l : 0.f;
+            const int row = row_base + mt * 16 + hh * 8;
+            if (row < N_q) {
+                T* orow = og + (i64)row * o_sn + col_lane;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    *reinterpret_cast<u32*>(orow + dt * 8) =
+                        E::pack(acc_o[mt][dt][2 * hh] * inv, acc_o[mt][dt][2 * hh + 1] * inv);
+                }
+                if ((lane & 3) == 0)
+                    lg[row] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
+            }
+        }
+    }
+}
+
+}  // namespace iom

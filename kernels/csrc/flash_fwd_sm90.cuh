@@ -1,0 +1,419 @@
+// flash_fwd_sm90.cuh -- FlashAttention forward for Hopper (sm_90a): TMA + wgmma + warp specialization.
+//
+// One CTA computes a block_m x d tile of O for one (batch, head).  Warpgroup 0 is the producer:
+// after `setmaxnreg.dec` a single thread issues TMA loads of the Q tile and of the K / V chunks
+// into a `kStages`-deep shared-memory ring (full / empty mbarriers per stage, separate for K and
+// V).  Warpgroups 1..kConsumers are consumers (`setmaxnreg.inc`), each owning 64 query rows:
+//     S = Q K^T        wgmma m64n{block_n}k16, A and B from SMEM (K-major, 128-B swizzle)
+//     online softmax   exp2 with the softmax scale folded in (log2 domain), fp32 statistics
+//     O += P V         wgmma m64n{d}k16, A = P from registers, B = V from SMEM (MN-major, tnspB=1)
+// Intra-warpgroup overlap (FA3): the S wgmma of chunk j+1 and the PV wgmma of chunk j are in
+// flight while the softmax of chunk j+1 runs.  Chunks are visited from the last (diagonal) one
+// down to 0, so the few chunks that need masking (causal straddle, key tail) come first.
+//
+// Shared memory (dynamic, see Sm90Config.smem_bytes in kernels/sm90.py):
+//     1024 (alignment slack) + Q (block_m*d*2) + stages * (K + V) (2*block_n*d*2)
+//     + 8 * (1 + 4*stages) mbarriers.
+// Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
+// elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
+//
+// Compile-time switches (macros): SM90_NO_OVERLAP (sequential S / softmax / PV per chunk),
+// SM90_DEBUG_S (write the first raw S tile to L and stop), SM90_WATCHDOG (trap on a hung wait).
+#pragma once
+#include "sm90_common.cuh"
+#include "sm90_wgmma.cuh"
+
+namespace sm90 {
+
+template <int kBlockM_, int kBlockN_, int kStages_, int kHeadDim_, int kConsumers_, bool kBF16_,
+          bool kCausal_>
+struct FwdTraits {
+    static constexpr int kBlockM = kBlockM_;
+    static constexpr int kBlockN = kBlockN_;
+    static constexpr int kStages = kStages_;
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kConsumers = kConsumers_;
+    static constexpr bool kBF16 = kBF16_;
+    static constexpr bool kCausal = kCausal_;
+
+    static constexpr int kThreads = 128 * (kConsumers + 1);
+    static constexpr int kDBlocks = kHeadDim / 64;                 // 64-element column blocks
+    static constexpr u32 kBytesQ = kBlockM * kHeadDim * 2;
+    static constexpr u32 kBytesKV = kBlockN * kHeadDim * 2;        // one K chunk (= one V chunk)
+    static constexpr u32 kOffK = kBytesQ;
+    static constexpr u32 kOffV = kOffK + kStages * kBytesKV;
+    static constexpr u32 kOffBar = kOffV + kStages * kBytesKV;
+    static constexpr u32 kNumBars = 1 + 4 * kStages;
+    static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
+    // Register split after setmaxnreg (total must fit the 64K-register file at 1 CTA / SM).
+    static constexpr u32 kProducerRegs = 24;
+    static constexpr u32 kConsumerRegs = kConsumers == 2 ? 240 : (kConsumers == 3 ? 160 : 232);
+
+    static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 query rows");
+    static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "block_n");
+    static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "head_dim");
+    static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA box rows <= 256");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "registers");
+};
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float fmax2(float a, float b) { return a > b ? a : b; }
+__device__ __forceinline__ float shfl_xor(float v, int m) {
+    float r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
+    return r;
+}
+
+// S = Q K^T for one 64-row warpgroup slice: A (Q) and B (K chunk) both K-major in SMEM.
+// Each 16-wide k step advances 32 bytes inside the 128-byte swizzle row (column block kk/4).
+template <class T>
+__device__ __forceinline__ void issue_qk(float (&s)[T::kBlockN / 2], u32 q_base, u32 k_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::kHeadDim / 16; ++kk) {
+        const u32 qa = q_base + (kk / 4) * (T::kBlockM * 128) + (kk % 4) * 32;
+        const u32 kb = k_base + (kk / 4) * (T::kBlockN * 128) + (kk % 4) * 32;
+        const u64 da = make_desc_sw128(qa, 16, 1024);
+        const u64 db = make_desc_sw128(kb, 16, 1024);
+        wgmma_ss<T::kBlockN, T::kBF16>(s, da, db, kk > 0 ? 1 : 0);
+    }
+}
+
+// O += P V: A = P (registers, 4 x 32-bit per k16 step), B = V chunk (keys x d, d contiguous):
+// MN-major, 128-B swizzle.  LBO = distance between 64-wide column blocks of d, SBO = 8 keys.
+template <class T>
+__device__ __forceinline__ void issue_pv(float (&o)[T::kHeadDim / 2], const u32 (&p)[T::kBlockN / 4],
+                                         u32 v_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+        const u64 db = make_desc_sw128(v_base + kk * 16 * 128, T::kBlockN * 128, 1024);
+        wgmma_rs<T::kHeadDim, T::kBF16>(o, p[4 * kk + 0], p[4 * kk + 1], p[4 * kk + 2],
+                                        p[4 * kk + 3], db, 1);
+    }
+}
+
+// Mask keys >= N_k and (causal) keys > row + (N_k - N_q).  Accumulator layout (per warp 16 rows):
+// s[4i+e]: row = r0 + 8*(e>>1), col = 8i + 2*(lane%4) + (e&1).
+template <class T>
+__device__ __forceinline__ void apply_mask(float (&s)[T::kBlockN / 2], int col0, int row0, int N_k,
+                                           int offset) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = col0 + 8 * i + (e & 1);
+            const int row = row0 + 8 * (e >> 1);
+            bool masked = col >= N_k;
+            if constexpr (T::kCausal) masked = masked || (col > row + offset);
+            if (masked) s[4 * i + e] = neg_inf();
+        }
+    }
+}
+
+// Online softmax on one S tile (in place: S -> unnormalised P in fp32).  m is kept in the scaled
+// log2 domain (m = max(S) * scale * log2 e), so p = exp2(S * scale_log2 - m) is one FFMA + EX2.
+// Returns the rescale factors alpha for O; l is a per-thread partial row sum (quad-reduced at end).
+template <class T>
+__device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float (&m)[2], float (&l)[2],
+                                               float (&alpha)[2], float scale_log2) {
+    float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 8; ++i) {
+        mx[0] = fmax2(mx[0], fmax2(s[4 * i + 0], s[4 * i + 1]));
+        mx[1] = fmax2(mx[1], fmax2(s[4 * i + 2], s[4 * i + 3]));
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = fmax2(mx[r], shfl_xor(mx[r], 1));
+        mx[r] = fmax2(mx[r], shfl_xor(mx[r], 2));
+    }
+    float mu[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float m_new = fmax2(m[r], mx[r] * scale_log2);
+        mu[r] = (m_new == neg_inf()) ? 0.f : m_new;  // fully masked so far: keep exp2 finite
+        alpha[r] = ex2(m[r] - mu[r]);
+        m[r] = m_new;
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            const float p = ex2(__fmaf_rn(s[4 * i + e], scale_log2, -mu[r]));
+            s[4 * i + e] = p;
+            sum[r] += p;
+        }
+    }
+    l[0] = l[0] * alpha[0] + sum[0];
+    l[1] = l[1] * alpha[1] + sum[1];
+}
+
+template <class T>
+__device__ __forceinline__ void pack_p(u32 (&p)[T::kBlockN / 4], const float (&s)[T::kBlockN / 2]) {
+#pragma unroll
+    for (int j = 0; j < T::kBlockN / 4; ++j) p[j] = pack2<T::kBF16>(s[2 * j], s[2 * j + 1]);
+}
+
+template <class T>
+__device__ __forceinline__ void rescale_o(float (&o)[T::kHeadDim / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 8; ++i) {
+        o[4 * i + 0] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) reg_fence(r[i]);
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) reg_fence(r[i]);
+}
+
+template <class T>
+__device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK,
+                                               const TmaDesc& tmV, u16* __restrict__ O,
+                                               float* __restrict__ L, int H, int H_kv, int N_q,
+                                               int N_k, float scale_log2) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const u32 sQ = smem0;
+    const u32 sK = smem0 + T::kOffK;
+    const u32 sV = smem0 + T::kOffV;
+    const u32 sBar = smem0 + T::kOffBar;
+    constexpr int S = T::kStages;
+    const u32 barQ = sBar;
+    auto fullK = [&](int s) { return sBar + 8u * (1 + s); };
+    auto emptyK = [&](int s) { return sBar + 8u * (1 + S + s); };
+    auto fullV = [&](int s) { return sBar + 8u * (1 + 2 * S + s); };
+    auto emptyV = [&](int s) { return sBar + 8u * (1 + 3 * S + s); };
+
+    const int m_block = T::kCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    const int h = blockIdx.y;
+    const int b = blockIdx.z;
+    const int h_kv = h / (H / H_kv);
+    const int offset = N_k - N_q;  // causal: query row i sees keys j <= i + offset
+    int n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
+    if constexpr (T::kCausal) {
+        int last = (m_block + 1) * T::kBlockM - 1 + offset;
+        last = last < N_k - 1 ? last : N_k - 1;
+        const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
+        n_blocks = nb < n_blocks ? nb : n_blocks;
+    }
+
+    const int warpgroup = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        mbar_init(barQ, 1);
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+            mbar_init(fullK(s), 1);
+            mbar_init(fullV(s), 1);
+            mbar_init(emptyK(s), 128 * T::kConsumers);
+            mbar_init(emptyV(s), 128 * T::kConsumers);
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // ------------------------------------------------------------------ producer
+        setmaxnreg_dec<T::kProducerRegs>();
+        if (threadIdx.x == 0 && n_blocks > 0) {
+            tma_prefetch_desc(&tmQ);
+            tma_prefetch_desc(&tmK);
+            tma_prefetch_desc(&tmV);
+            mbar_arrive_expect_tx(barQ, T::kBytesQ);
+#pragma unroll
+            for (int db = 0; db < T::kDBlocks; ++db)
+                tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, barQ, db * 64, m_block * T::kBlockM, h, b);
+            int stage = 0;
+            u32 phase = 0;
+            for (int it = 0; it < n_blocks; ++it) {
+                const int n = n_blocks - 1 - it;
+                mbar_wait(emptyK(stage), phase ^ 1);
+                mbar_arrive_expect_tx(fullK(stage), T::kBytesKV);
+#pragma unroll
+                for (int db = 0; db < T::kDBlocks; ++db)
+                    tma_load_4d(sK + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmK, fullK(stage),
+                                db * 64, n * T::kBlockN, h_kv, b);
+                mbar_wait(emptyV(stage), phase ^ 1);
+                mbar_arrive_expect_tx(fullV(stage), T::kBytesKV);
+#pragma unroll
+                for (int db = 0; db < T::kDBlocks; ++db)
+                    tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
+                                db * 64, n * T::kBlockN, h_kv, b);
+                if (++stage == S) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+    } else {
+        // ------------------------------------------------------------------ consumers
+        setmaxnreg_inc<T::kConsumerRegs>();
+        const int cw = warpgroup - 1;
+        const int tid = threadIdx.x % 128;
+        const int warp = tid / 32;
+        const int lane = tid % 32;
+        const int row0 = m_block * T::kBlockM + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
+        const int tile_row_min = m_block * T::kBlockM;
+
+        float o[T::kHeadDim / 2];
+#pragma unroll
+        for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
+        float m[2] = {neg_inf(), neg_inf()};
+        float l[2] = {0.f, 0.f};
+
+        if (n_blocks > 0) {
+            float s[T::kBlockN / 2];
+            u32 p[T::kBlockN / 4];
+            float alpha[2];
+            const u32 q_base = sQ + cw * (64 * 128);
+            auto need_mask = [&](int n) {
+                return (n + 1) * T::kBlockN > N_k ||
+                       (T::kCausal && (n + 1) * T::kBlockN - 1 > tile_row_min + offset);
+            };
+            mbar_wait(barQ, 0);
+
+            int stage = 0;
+            u32 phase = 0;
+            // ---- first chunk: S, softmax, P
+            {
+                const int n = n_blocks - 1;
+                mbar_wait(fullK(0), 0);
+                wgmma_fence();
+                issue_qk<T>(s, q_base, sK);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(s);
+                mbar_arrive(emptyK(0));
+#ifdef SM90_DEBUG_S
+                {
+                    // raw S of chunk n_blocks-1 -> L[(b,h,m_block)][row in tile][col]
+                    float* dbg = L + ((size_t(b) * gridDim.y + h) * gridDim.x + m_block) *
+                                         (T::kBlockM * T::kBlockN);
+                    const int r = cw * 64 + warp * 16 + lane / 4;
+#pragma unroll
+                    for (int i = 0; i < T::kBlockN / 8; ++i)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            dbg[(r + 8 * (e >> 1)) * T::kBlockN + 8 * i + 2 * (lane % 4) + (e & 1)] =
+                                s[4 * i + e];
+                    mbar_wait(fullV(0), 0);
+                    return;
+                }
+#endif
+                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                online_softmax<T>(s, m, l, alpha, scale_log2);
+                pack_p<T>(p, s);
+            }
+#ifdef SM90_NO_OVERLAP
+            // ---- sequential reference schedule: PV of chunk j, then S / softmax of chunk j-1
+            for (int it = 1; it <= n_blocks; ++it) {
+                mbar_wait(fullV(stage), phase);
+                wgmma_fence();
+                issue_pv<T>(o, p, sV + stage * T::kBytesKV);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(o);
+                fence_regs(p);
+                mbar_arrive(emptyV(stage));
+                if (++stage == S) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+                if (it == n_blocks) break;
+                const int n = n_blocks - 1 - it;
+                mbar_wait(fullK(stage), phase);
+                wgmma_fence();
+                issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(s);
+                mbar_arrive(emptyK(stage));
+                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                online_softmax<T>(s, m, l, alpha, scale_log2);
+                rescale_o<T>(o, alpha);
+                pack_p<T>(p, s);
+            }
+#else
+            // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
+            for (int it = 1; it < n_blocks; ++it) {
+                const int n = n_blocks - 1 - it;
+                const int pstage = stage;
+                const u32 pphase = phase;
+                if (++stage == S) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+                // V(j) was issued before K(j+1): wait for both, then fence once and issue both
+                // (a wait loop between two wgmma issues makes ptxas inject another fence).
+                mbar_wait(fullV(pstage), pphase);
+                mbar_wait(fullK(stage), phase);
+                wgmma_fence();
+                issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                wgmma_commit();
+                issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
+                wgmma_commit();
+                wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
+                fence_regs(s);
+                mbar_arrive(emptyK(stage));
+                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                online_softmax<T>(s, m, l, alpha, scale_log2);
+                wgmma_wait<0>();  // PV(j) done: O and P registers are free again
+                fence_regs(o);
+                fence_regs(p);
+                mbar_arrive(emptyV(pstage));
+                rescale_o<T>(o, alpha);
+                pack_p<T>(p, s);
+            }
+            // ---- last PV
+            mbar_wait(fullV(stage), phase);
+            wgmma_fence();
+            issue_pv<T>(o, p, sV + stage * T::kBytesKV);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(o);
+            mbar_arrive(emptyV(stage));
+#endif
+        }
+
+        // ------------------------------------------------------------------ epilogue
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[r] += shfl_xor(l[r], 1);
+            l[r] += shfl_xor(l[r], 2);
+        }
+        const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+        const size_t bh = size_t(b) * H + h;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row0 + 8 * r;
+            if (row < N_q) {
+                u16* out = O + (bh * N_q + row) * T::kHeadDim + 2 * (lane % 4);
+#pragma unroll
+                for (int i = 0; i < T::kHeadDim / 8; ++i) {
+                    const u32 v = pack2<T::kBF16>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+                    *reinterpret_cast<u32*>(out + 8 * i) = v;
+                }
+                if (L != nullptr && (lane % 4) == 0)
+                    L[bh * N_q + row] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
+            }
+        }
+    }
+}
+
+}  // namespace sm90
+
+// Kernel instantiation (the Python side emits this with the config's numbers):
+//   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
+//   NAME(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
+//        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int H, int H_kv, int N_q, int N_k,
+//        float scale_log2) { sm90::flash_fwd_sm90<T>(tmQ, tmK, tmV, O, L, H, H_kv, N_q, N_k, scale_log2); }

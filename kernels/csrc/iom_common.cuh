@@ -1,0 +1,150 @@
+// Shared device helpers for the iomodel attention kernels (mma.sync path).
+//
+// Self-contained on purpose: no CUDA or C++ standard headers, so the same text
+// compiles under NVRTC (run time, through CuPy) and under nvcc (kernels/build.py).
+// bf16 / fp16 values are moved around as raw 16-bit patterns; every conversion
+// and every tensor-core operation is inline PTX (sm_80 and newer).
+#pragma once
+
+namespace iom {
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Element tags: the template parameter that selects the input dtype.
+struct bf16 { unsigned short bits; };
+struct fp16 { unsigned short bits; };
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 2^x, approximate (one MUFU.EX2); ex2(-inf) == 0.
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <class T> struct Elem;
+
+template <> struct Elem<bf16> {
+    // Pack two floats (round to nearest even): lo -> bits 0..15, hi -> bits 16..31.
+    static __device__ __forceinline__ u32 pack(float lo, float hi) {
+        u32 r;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r;
+    }
+    // D = A * B + D, m16n8k16, fp32 accumulate.
+    static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+template <> struct Elem<fp16> {
+    static __device__ __forceinline__ u32 pack(float lo, float hi) {
+        u32 r;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r;
+    }
+    static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+// Generic -> shared-window address (what ldmatrix / cp.async take).
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// The one dynamic shared-memory array (declared once so that several kernels
+// can live in one translation unit).
+__device__ __forceinline__ unsigned char* dyn_smem() {
+    extern __shared__ __align__(128) unsigned char iom_dyn_smem[];
+    return iom_dyn_smem;
+}
+
+// 16-byte global -> shared copy; src_bytes == 0 writes 16 zero bytes and reads nothing.
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+// XOR swizzle of 16-byte chunks inside a tile whose rows hold CPR chunks
+// (row length = CPR * 16 bytes, no padding).  Any 8 consecutive rows read at
+// the same logical chunk (one ldmatrix phase) land in 8 distinct 16-byte bank
+// groups, i.e. on all 32 banks exactly once.
+template <int CPR> __device__ __forceinline__ int swizzle(int row, int chunk) {
+    if constexpr (CPR >= 8) return chunk ^ (row & 7);
+    else if constexpr (CPR == 4) return chunk ^ ((row >> 1) & 3);
+    else if constexpr (CPR == 2) return chunk ^ ((row >> 2) & 1);
+    else return chunk;
+}
+
+// Copy a ROWS x (CPR*8) tile into a swizzled SMEM tile with THREADS threads.
+// Thread tid copies chunk c = tid % CPR of rows r0 + i*RSTEP (r0 = tid / CPR,
+// RSTEP = THREADS / CPR).  `src` is this thread's first source element
+// (tile + r0*stride + c*8), `step` = RSTEP*stride; rows >= rows_valid are
+// zero-filled (src-size 0) and read from `dummy`, a valid address; so are
+// chunks >= chunks_valid (a tail along the contiguous dimension).
+template <int ROWS, int CPR, int THREADS>
+struct TileLoader {
+    static_assert(THREADS % CPR == 0, "threads must cover whole rows");
+    static constexpr int RSTEP = THREADS / CPR;
+    static constexpr int ITERS = (ROWS + RSTEP - 1) / RSTEP;
+    int r0;          // first row of this thread
+    u32 s_off;       // byte offset of (r0, c) inside a tile (swizzled)
+    int c8;          // element offset of the chunk inside a row
+    __device__ __forceinline__ TileLoader(int tid) {
+        r0 = tid / CPR;
+        const int c = tid % CPR;
+        c8 = c * 8;
+        s_off = (u32)((r0 * CPR + swizzle<CPR>(r0, c)) * 16);
+    }
+    template <class T>
+    __device__ __forceinline__ void load(u32 s_tile, const T* src, i64 step, int rows_valid,
+                                         int chunks_valid, const void* dummy) const {
+        const bool c_ok = c8 < chunks_valid * 8;
+#pragma unroll
+        for (int it = 0; it < ITERS; ++it) {
+            const int r = r0 + it * RSTEP;
+            if (ROWS % RSTEP == 0 || r < ROWS) {
+                const bool ok = c_ok && (r < rows_valid);
+                u32 dst;
+                if constexpr (RSTEP % 8 == 0) {
+                    // the swizzle only looks at r & 7, constant along this thread's rows
+                    dst = s_tile + s_off + (u32)(it * RSTEP * CPR * 16);
+                } else {
+                    dst = s_tile + (u32)((r * CPR + swizzle<CPR>(r, c8 / 8)) * 16);
+                }
+                cp_async16(dst, ok ? (const void*)src : dummy, ok ? 16 : 0);
+            }
+            src += step;
+        }
+    }
+};
+
+}  // namespace iom

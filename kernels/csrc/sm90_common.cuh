@@ -1,0 +1,144 @@
+// sm90_common.cuh -- raw-PTX helpers for the Hopper (sm_90a) FlashAttention forward kernel.
+//
+// No CUDA headers are included on purpose: the same text compiles with NVRTC (no include path
+// to the toolkit) and with nvcc.  Everything here is a thin wrapper around one PTX instruction:
+//   * mbarrier (init / arrive / arrive.expect_tx / try_wait.parity)
+//   * TMA bulk tensor loads (cp.async.bulk.tensor.4d ... mbarrier::complete_tx::bytes)
+//   * wgmma fences / commit / wait and the shared-memory matrix descriptor
+//   * setmaxnreg, named barriers, ex2.approx, bf16x2 / f16x2 packing.
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef unsigned short u16;
+
+// 128-byte CUtensorMap, passed by value as `const __grid_constant__ TmaDesc`.
+struct __align__(64) TmaDesc {
+    u64 opaque[16];
+};
+
+namespace sm90 {
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+
+// ----------------------------------------------------------------------------------- mbarrier
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+    u32 ok;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return ok != 0;
+}
+// Wait until the phase with parity `parity` of barrier `bar` has completed.
+// With SM90_WATCHDOG defined, a wait longer than 2^34 cycles (~9 s) traps: a hang becomes an error.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+#ifdef SM90_WATCHDOG
+    long long t0;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0));
+    while (!mbar_try_wait(bar, parity)) {
+        long long t1;
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1));
+        if (t1 - t0 > (1ll << 34)) asm volatile("trap;");
+    }
+#else
+    while (!mbar_try_wait(bar, parity)) {
+    }
+#endif
+}
+
+// ----------------------------------------------------------------------------------- TMA
+__device__ __forceinline__ void tma_prefetch_desc(const TmaDesc* desc) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(desc)) : "memory");
+}
+// 4-D tiled bulk tensor load global -> shared, completion signalled on mbarrier `bar` (tx bytes).
+__device__ __forceinline__ void tma_load_4d(u32 dst, const TmaDesc* desc, u32 bar, int c0, int c1,
+                                            int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(desc)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+}
+
+// ----------------------------------------------------------------------------------- wgmma
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Pin registers: the compiler may not move reads/writes of `r` across this point.
+__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(u32& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63).
+//   bits  0-13: start address >> 4      bits 16-29: leading byte offset >> 4
+//   bits 32-45: stride byte offset >> 4 bits 49-51: base offset (0: atoms are 1024-B aligned)
+__device__ __forceinline__ u64 make_desc_sw128(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes) {
+    u64 d = 0;
+    d |= static_cast<u64>((smem_addr & 0x3FFFF) >> 4);
+    d |= static_cast<u64>((lbo_bytes >> 4) & 0x3FFF) << 16;
+    d |= static_cast<u64>((sbo_bytes >> 4) & 0x3FFF) << 32;
+    d |= 1ull << 62;
+    return d;
+}
+
+// ----------------------------------------------------------------------------------- misc
+template <u32 N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <u32 N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+__device__ __forceinline__ void named_bar_sync(u32 id, u32 count) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(u32 id, u32 count) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float lg2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// Pack two floats into a 16-bit pair: `lo` in bits 0-15, `hi` in bits 16-31.
+template <bool BF16>
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+    if constexpr (BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    }
+    return r;
+}
+
+}  // namespace sm90
