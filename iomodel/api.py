@@ -180,10 +180,10 @@ def conventional_flops(shape: Mapping) -> float:
         return 2.0 * shape["M"] * shape["N"] * shape["K"]
     if "rows" in shape:
         return 5.0 * shape["rows"] * shape["cols"]
-    full = 4.0 * shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * shape["d"]
+    nq, nk = shape["N_q"], shape.get("N_k", shape["N_q"])
+    full = 4.0 * shape["B"] * shape["H"] * nq * nk * shape["d"]
     if not shape.get("causal"):
         return full
-    nq, nk = shape["N_q"], shape["N_k"]
     rows = np.arange(nq)
     live = np.clip(rows + (nk - nq) + 1, 0, nk).sum()
     return full * float(live) / (nq * nk)

@@ -101,10 +101,12 @@ def rates_for(spec: GpuSpec, cal: Calibration | None, plan: ExecutionPlan) -> Ra
 
 
 def _lambdify(exprs: Mapping[str, sp.Expr]):
+    """One numpy function for all expressions; common subexpressions (mask counts) evaluated once."""
     names = sorted({s.name for e in exprs.values() for s in sp.sympify(e).free_symbols})
     args = [sym(n) for n in names]
-    fns = {k: sp.lambdify(args, sp.sympify(e), modules=NUMERIC_MODULES) for k, e in exprs.items()}
-    return names, fns
+    keys = list(exprs)
+    fn = sp.lambdify(args, [sp.sympify(exprs[k]) for k in keys], modules=NUMERIC_MODULES, cse=True)
+    return names, keys, fn
 
 
 class CompiledKernel:
@@ -126,7 +128,7 @@ class CompiledKernel:
         }
         for u in ("tensor", "fp32", "exp"):
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
-        self.names, self.fns = _lambdify(exprs)
+        self.names, self.keys, self.fn = _lambdify(exprs)
 
     def evaluate(self, values: Mapping[str, object], shape: tuple = ()) -> dict[str, np.ndarray]:
         missing = [n for n in self.names if n not in values]
@@ -134,7 +136,8 @@ class CompiledKernel:
             raise ModelError(f"kernel {self.costs.name}: no value for {', '.join(missing)}")
         args = [np.asarray(values[n], dtype=np.float64) for n in self.names]
         shape = np.broadcast_shapes(shape, *(a.shape for a in args))
-        return {k: np.broadcast_to(np.asarray(f(*args), dtype=np.float64), shape) for k, f in self.fns.items()}
+        vals = self.fn(*args)
+        return {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in zip(self.keys, vals)}
 
 
 def _ceil_to(x, m):

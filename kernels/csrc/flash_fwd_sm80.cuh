@@ -100,18 +100,18 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const i64 k_step = (i64)Loader::RSTEP * k_sn;
     const i64 v_step = (i64)Loader::RSTEP * v_sn;
     auto load_k = [&](int nb, int slot) {
-        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, kg);
+        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, k);
     };
     auto load_v = [&](int nb, int slot) {
         ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)nb * BLOCK_N * v_sn, v_step,
-                N_k - nb * BLOCK_N, CPR, vg);
+                N_k - nb * BLOCK_N, CPR, v);
     };
 
     // ---- prologue: Q, then the first chunks --------------------------------
     {
         using QLoader = TileLoader<BLOCK_M, CPR, THREADS>;
         const QLoader lq(tid);
-        lq.load(sQ, qg + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn, N_q - m0, CPR, qg);
+        lq.load(sQ, qg + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn, N_q - m0, CPR, q);
     }
     cp_async_commit();
     if constexpr (STAGES == 1) {
@@ -127,17 +127,19 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         }
     }
 
-    // ---- per-thread ldmatrix offsets (swizzle uses row & 7 == lane & 7) ----
-    const int sw = lane & 7;
-    // Q (A operand): row = warp rows + (lane & 15), chunk = 2*kk + (lane >> 4)
-    const u32 q_row_addr = sQ + (warp * ROWS_PER_WARP + (lane & 15)) * ROW_BYTES;
-    const int q_x = (lane >> 4) ^ sw;
-    // K (B operand, non-trans): key = (lane & 7) + 8*(lane >> 4), chunk = 2*kk + ((lane >> 3) & 1)
-    const u32 k_row_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
-    const int k_x = ((lane >> 3) & 1) ^ sw;
-    // V (B operand, trans): key = (lane & 7) + 8*((lane >> 3) & 1), chunk = 2*dp + (lane >> 4)
-    const u32 v_row_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES + V_OFFSET;
-    const int v_x = (lane >> 4) ^ sw;
+    // ---- per-thread ldmatrix offsets ------------------------------------------
+    // Every x4 ldmatrix here (Q as A; K as B, V as B via .trans) has lane l
+    // address row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4) (K: matrices
+    // ordered keys 0-7 / keys 8-15 / then the upper 8 dims).  Tile rows start at
+    // multiples of 8, so the swizzle key is row & 7 == l & 7 for all three, and the
+    // physical chunk is (2*kk) ^ x with x = (l >> 4) ^ (l & 7): four per-thread byte
+    // offsets xo[kk & 3] plus the immediate (kk >> 2) * 128 cover every kk.
+    const u32 lane_off = (u32)(lane & 15) * ROW_BYTES;
+    const int x = (lane >> 4) ^ (lane & 7);
+    u32 xo[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
+    const u32 q_base = sQ + (u32)(warp * ROWS_PER_WARP) * ROW_BYTES;
 
     float acc_o[MT][DT][4];
     float row_max[MT][2];
@@ -153,8 +155,14 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         row_sum[mt][0] = row_sum[mt][1] = 0.f;
     }
 
-    const int row_base = m0 + warp * ROWS_PER_WARP + (lane >> 2);   // + mt*16 + hh*8
     const int col_lane = 2 * (lane & 3);
+    // masking bounds, relative to this thread's first column of a chunk:
+    // row r = m0 + warp*ROWS_PER_WARP + (lane>>2) + mt*16 + hh*8 sees columns
+    // c < N_k (tail) and, causal, c <= r + diag.
+    const int tail_lim = N_k - col_lane;
+    const int causal_lim = m0 + warp * ROWS_PER_WARP + (lane >> 2) + diag + 1 - col_lane;
+    // chunks starting after mask_from need masking (key tail or diagonal)
+    const int mask_from = IS_CAUSAL ? min(N_k - BLOCK_N, m0 + diag - BLOCK_N + 1) : N_k - BLOCK_N;
 
     for (int j = 0; j < n_blocks; ++j) {
         const int slot = (STAGES == 1) ? 0 : j % STAGES;
@@ -172,11 +180,10 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             load_v(j, 0);                 // V_j overlaps S = Q K_j^T
             cp_async_commit();
         } else {
+            // K of chunk j+STAGES-1 into the slot of chunk j-1 (free: every warp
+            // has passed the barrier above); its V follows after P V_j.
             const int jn = j + STAGES - 1;
-            const int sn = jn % STAGES;   // == slot of chunk j-1, free now
-            if (jn < n_blocks) load_k(jn, sn);
-            cp_async_commit();
-            if (jn < n_blocks) load_v(jn, sn);
+            if (jn < n_blocks) load_k(jn, jn % STAGES);
             cp_async_commit();
         }
 
@@ -194,46 +201,43 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             u32 qa[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-                ldsm_x4(q_row_addr + mt * 16 * ROW_BYTES + (((2 * kk) ^ q_x) << 4),
+                ldsm_x4(q_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + mt * 16 * ROW_BYTES),
                         qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
 #pragma unroll
             for (int np = 0; np < NT / 2; ++np) {
                 u32 kb0, kb1, kb2, kb3;
-                ldsm_x4(sK + np * 16 * ROW_BYTES + k_row_off + (((2 * kk) ^ k_x) << 4), kb0, kb1, kb2, kb3);
+                // kb0/kb2: dims 16kk..+7 / +8..15 of keys 16np..+7; kb1/kb3: keys +8..15
+                ldsm_x4(sK + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), kb0, kb1, kb2, kb3);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    E::mma(s[mt][2 * np], qa[mt], kb0, kb1);
-                    E::mma(s[mt][2 * np + 1], qa[mt], kb2, kb3);
+                    E::mma(s[mt][2 * np], qa[mt], kb0, kb2);
+                    E::mma(s[mt][2 * np + 1], qa[mt], kb1, kb3);
                 }
             }
         }
 
         // ---- masking: key tail and causal diagonal ---------------------------
         const int n0 = j * BLOCK_N;
-        const bool need_mask = (n0 + BLOCK_N > N_k) || (IS_CAUSAL && n0 + BLOCK_N - 1 > m0 + diag);
-        if (need_mask) {
+        if (n0 > mask_from) {
+            // per row: columns c (relative to this thread's first column) with
+            // c >= lim are masked; lim folds the key tail and the causal diagonal.
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
+                for (int hh = 0; hh < 2; ++hh) {
+                    int lim = tail_lim - n0;
+                    if (IS_CAUSAL) lim = min(lim, causal_lim + mt * 16 + hh * 8 - n0);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int col = n0 + nt * 8 + col_lane + (e & 1);
-                        const int row = row_base + mt * 16 + (e >> 1) * 8;
-                        bool masked = col >= N_k;
-                        if (IS_CAUSAL) masked = masked || (col > row + diag);
-                        if (masked) s[mt][nt][e] = neg_inf();
+                    for (int nt = 0; nt < NT; ++nt) {
+                        if (nt * 8 >= lim) s[mt][nt][2 * hh] = neg_inf();
+                        if (nt * 8 + 1 >= lim) s[mt][nt][2 * hh + 1] = neg_inf();
                     }
-        }
-
-        if constexpr (STAGES == 1) {
-            cp_async_wait<0>();           // V_j
-            __syncthreads();              // V_j visible; everyone done reading K_j
-            if (j + 1 < n_blocks) load_k(j + 1, 0);   // K_{j+1} overlaps softmax + P V_j
-            cp_async_commit();
+                }
         }
 
         // ---- online softmax (exp2, scale folded into the exponent) ----------
+        // P leaves here already packed to 16 bit: KP x 4 registers per m-tile.
+        u32 pa[MT][KP][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -250,12 +254,11 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                 float rs = 0.f;
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-                    for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
-                        const float p = ex2(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
-                        s[mt][nt][e] = p;
-                        rs += p;
-                    }
+                    const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
+                    const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
+                    rs += p0 + p1;
+                    // A-operand fragment of P for k16 step nt/2 (see m16n8k16 layouts)
+                    pa[mt][nt >> 1][(nt & 1) * 2 + hh] = E::pack(p0, p1);
                 }
                 row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
 #pragma unroll
@@ -266,33 +269,37 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             }
         }
 
-        if constexpr (STAGES > 1) {
-            cp_async_wait<2 * STAGES - 2>();   // V_j
+        if constexpr (STAGES == 1) {
+            cp_async_wait<0>();           // V_j
+            __syncthreads();              // V_j visible; everyone done reading K_j
+            if (j + 1 < n_blocks) load_k(j + 1, 0);   // K_{j+1} overlaps P V_j
+            cp_async_commit();
+        } else {
+            cp_async_wait<2 * STAGES - 3>();   // V_j (only K_{j+STAGES-1} may stay in flight)
             __syncthreads();
         }
 
         // ---- O += P V_j --------------------------------------------------------
-        const u32 sV = sK + v_row_off;
+        const u32 sV = sK + V_OFFSET;
 #pragma unroll
         for (int kk = 0; kk < KP; ++kk) {
-            u32 pa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                pa[mt][0] = E::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = E::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = E::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = E::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
 #pragma unroll
             for (int dp = 0; dp < DT / 2; ++dp) {
                 u32 vb0, vb1, vb2, vb3;
-                ldsm_x4_trans(sV + kk * 16 * ROW_BYTES + (((2 * dp) ^ v_x) << 4), vb0, vb1, vb2, vb3);
+                // vb0/vb1: keys 16kk..+7 / +8..15 of dims 16dp..+7; vb2/vb3: dims +8..15
+                ldsm_x4_trans(sV + xo[dp & 3] + (u32)((dp >> 2) * 128 + kk * 16 * ROW_BYTES), vb0, vb1, vb2, vb3);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    E::mma(acc_o[mt][2 * dp], pa[mt], vb0, vb1);
-                    E::mma(acc_o[mt][2 * dp + 1], pa[mt], vb2, vb3);
+                    E::mma(acc_o[mt][2 * dp], pa[mt][kk], vb0, vb1);
+                    E::mma(acc_o[mt][2 * dp + 1], pa[mt][kk], vb2, vb3);
                 }
             }
+        }
+
+        if constexpr (STAGES > 1) {
+            const int jn = j + STAGES - 1;
+            if (jn < n_blocks) load_v(jn, jn % STAGES);
+            cp_async_commit();
         }
     }
 
@@ -305,7 +312,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = (l > 0.f) ? 1.f / l : 0.f;
-            const int row = row_base + mt * 16 + hh * 8;
+            const int row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + mt * 16 + hh * 8;
             if (row < N_q) {
                 T* orow = og + (i64)row * o_sn + col_lane;
 #pragma unroll

@@ -1,0 +1,123 @@
+"""Performance model and tile search (issue: hardware, performance model, tile search, CLI)."""
+import numpy as np
+import pytest
+
+from iomodel.api import conventional_flops, peer_prediction, predict, rank_configs
+from iomodel.hardware import load_spec
+from iomodel.perf import ModelError, occupancy
+from iomodel.tiles import enumerate_configs, search
+
+FA2_D128 = dict(block_m=128, block_n=64, warps=4, stages=1, head_dim=128)
+
+
+def shape(**kw):
+    base = dict(B=4, H=16, N_q=4096, d=128, causal=False, dtype="bf16")
+    base.update(kw)
+    return base
+
+
+def test_fa2_occupancy_on_a100_is_eight_warps():
+    """FlashAttention on a Napkin: FA2 fits 8 warps per SM on Ampere (2 blocks of 4 warps, register-bound)."""
+    p = predict("flash_sm80", "a100-sxm-80gb", shape(), FA2_D128, calibration=None)
+    assert p.blocks_per_sm == 2
+    assert p.blocks_per_sm * FA2_D128["warps"] == 8
+    assert p.occupancy_limit == "registers"
+    assert p.smem_bytes == (128 + 2 * 64) * 128 * 2
+
+
+def test_occupancy_limits_from_each_resource():
+    spec = load_spec("h100-sxm")
+    occ, limit = occupancy(spec, np.array([128, 128, 1024, 32]), np.array([200_000, 1000, 0, 0]),
+                           np.array([64, 255, 16, 16]))
+    assert list(occ) == [1, 2, 2, 32]
+    assert list(limit) == ["smem", "registers", "threads", "blocks"]
+
+
+def test_prediction_terms_add_up_and_bottleneck_is_largest():
+    p = predict("flash_sm80", "h100-sxm", shape(), FA2_D128)
+    assert p.feasible and p.time_s > 0
+    assert p.bottleneck == max(("tensor", "fp32", "exp", "smem", "hbm", "l2", "sync"), key=lambda k: p.terms[k])
+    # the time is at least the busiest single term and at most the sum of all
+    assert p.time_s >= max(p.terms.values()) - 1e-12
+    assert p.time_s <= sum(p.terms.values()) + 1e-12
+    assert p.tflops == pytest.approx(p.flops / p.time_s / 1e12)
+    assert p.flops == 4 * 4 * 16 * 4096 * 4096 * 128
+
+
+def test_causal_flops_convention_and_faster_prediction():
+    full = predict("flash_sm80", "h100-sxm", shape(), FA2_D128)
+    causal = predict("flash_sm80", "h100-sxm", shape(causal=True), FA2_D128)
+    assert conventional_flops(shape(causal=True)) == pytest.approx(conventional_flops(shape()) / 2, rel=1e-3)
+    assert 0.45 < causal.time_s / full.time_s < 0.6
+
+
+def test_compute_bound_at_long_sequences_memory_bound_when_unfused():
+    p = predict("flash_sm80", "h100-sxm", shape(N_q=16384, B=1), FA2_D128)
+    assert p.bottleneck in ("tensor", "smem")
+    u = predict("unfused", "h100-sxm", shape(), dict(block_m=128, block_n=128, block_k=32, warps=4, stages=2, head_dim=128))
+    assert u.bottleneck == "hbm"
+    assert u.time_s > 3 * p.time_s / 4
+
+
+def test_hopper_wgmma_beats_mma_sync_and_ampere_has_no_wgmma():
+    h = predict("flash_sm90", "h100-sxm", shape(), dict(block_m=128, block_n=128, stages=2, consumers=2))
+    a = predict("flash_sm80", "h100-sxm", shape(), FA2_D128)
+    assert h.tflops > a.tflops
+    with pytest.raises(ModelError, match="no wgmma"):
+        predict("flash_sm90", "a100-sxm-80gb", shape(), dict(block_m=128, block_n=128, stages=2, consumers=2))
+
+
+def test_infeasible_configs_carry_a_reason():
+    big = predict("flash_sm80", "h100-sxm", shape(), dict(block_m=256, block_n=256, warps=4, stages=4))
+    assert not big.feasible and "SMEM" in big.reason
+    regs = predict("flash_sm80", "h100-sxm", shape(), dict(block_m=256, block_n=128, warps=2, stages=1))
+    assert not regs.feasible and "registers" in regs.reason
+
+
+def test_tile_search_ranks_and_explains_rejections():
+    res = search("flash_sm80", "h100-sxm", shape(d=64))
+    times = [p.time_s for _, p in res.ranked]
+    assert times == sorted(times)
+    reasons = {r.split(" ")[0] for _, r in res.rejected()}
+    assert {"rows", "SMEM", "registers"} <= reasons
+    assert res.evaluated == len(enumerate_configs("flash_sm80"))
+    # every ranked config obeys the mma.sync shape
+    for c, _ in res.ranked:
+        assert (c["block_m"] // c["warps"]) % 16 == 0 and c["block_n"] % 16 == 0
+
+
+def test_tile_search_is_vectorized(monkeypatch):
+    """The whole candidate grid costs one model evaluation, whatever its size."""
+    from iomodel import perf
+    calls = []
+    original = perf.CompiledKernel.evaluate
+
+    def counting(self, values, shape=()):
+        calls.append(np.broadcast_shapes(*(np.shape(v) for v in values.values())))
+        return original(self, values, shape)
+
+    monkeypatch.setattr(perf.CompiledKernel, "evaluate", counting)
+    space = {"block_m": (64, 128, 256), "block_n": tuple(range(16, 2561, 16)), "warps": (1, 2, 4, 8),
+             "stages": (1, 2, 3, 4)}
+    r = search("flash_sm80", "h100-sxm", shape(), space)
+    assert r.evaluated == 3 * 160 * 4 * 4
+    assert calls == [(r.evaluated,)]
+
+
+def test_rank_configs_for_kernels_and_peers():
+    cands = [dict(block_m=bm, block_n=bn, warps=4, stages=2, head_dim=64) for bm in (64, 128) for bn in (32, 64, 128)]
+    ranked = rank_configs("flash_sm80", "NVIDIA H100 80GB HBM3", shape(d=64), cands)
+    assert len(ranked) >= 4 and ranked[0][1].time_s <= ranked[-1][1].time_s
+    peer = peer_prediction("sdpa_flash", "h100-sxm", shape())
+    assert peer.config["block_m"] == 128 and peer.config["block_n"] == 64
+    assert peer_prediction("sdpa_cudnn", "h100-sxm", shape()) is None
+    with pytest.raises(ModelError):
+        rank_configs("flash_sm80", "h100-sxm", shape(d=64), [dict(block_m=64, block_n=32, warps=4, stages=2, head_dim=128)])
+
+
+def test_bad_shapes_raise_one_line_errors():
+    for bad, msg in ((dict(N_q=0), "N_q"), (dict(d=96), "head dim 96"), (dict(H=6, H_kv=4), "multiple"),
+                     (dict(dtype="fp32"), "dtype")):
+        with pytest.raises(ModelError, match=msg) as e:
+            predict("flash_sm80", "h100-sxm", shape(**bad), FA2_D128)
+        assert "\n" not in str(e.value)

@@ -1,0 +1,913 @@
+"""The validation sweep: measure ceilings, then predict, build, check and time
+every (kernel family x tile configuration x shape) row, and the SDPA peers on
+the same inputs in the same process.
+
+The sweep logic is written against a small ``Env`` interface so that it runs
+both on a GPU (``TorchEnv``: torch, CuPy, ``kernels``) and on a CPU with fake
+kernels and a fake timer (``FakeEnv``, ``--dry-run``).  Nothing imports torch
+at module import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .timing import FakeTimer, Timing
+
+__all__ = [
+    "OUR_KERNELS",
+    "PEER_KERNELS",
+    "TOLERANCE",
+    "default_shapes",
+    "conventional_flops",
+    "write_json_atomic",
+    "KernelFamily",
+    "PlannedRow",
+    "Predictor",
+    "build_plan",
+    "run_sweep",
+    "FakeEnv",
+    "TorchEnv",
+    "device_slug",
+    "default_out_path",
+]
+
+OUR_KERNELS = ("flash_sm80", "flash_sm90", "unfused")
+PEER_KERNELS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+#: max relative error allowed, by dtype (max |out - ref| / max |ref|)
+TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}
+SWEEP_N = 4096          # every shipped config is timed at this sequence length
+TOKENS = 16384          # B * N
+HIDDEN = 2048           # H * d
+DEFAULT_BUDGET_S = 510  # whole run, ceilings included: inside 9 minutes on one H100
+
+
+# --------------------------------------------------------------------------- small helpers
+
+def conventional_flops(shape: Mapping[str, Any]) -> float:
+    """4*B*H*N_q*N_k*d, halved for causal when N_q == N_k (ANCHORS.md convention)."""
+    f = 4.0 * shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * shape["d"]
+    if shape.get("causal") and shape["N_q"] == shape["N_k"]:
+        f /= 2.0
+    return f
+
+
+def make_shape(N: int, d: int, causal: bool, dtype: str = "bf16", tokens: int = TOKENS,
+               hidden: int = HIDDEN) -> dict[str, Any]:
+    B = max(1, tokens // N)
+    H = max(1, hidden // d)
+    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": bool(causal), "dtype": dtype}
+
+
+def default_shapes(quick: bool = False, dtype: str = "bf16") -> list[dict[str, Any]]:
+    """B*N = 16384 tokens, H*d = 2048; N in {1024, 4096, 16384}, d in {64, 128},
+    causal and not.  The N = 4096 shapes (where every config runs) come first.
+    ``quick``: d=128 N=4096 non-causal (all configs) and d=64 N=1024 causal."""
+    if quick:
+        return [make_shape(4096, 128, False, dtype), make_shape(1024, 64, True, dtype)]
+    shapes = []
+    for N in (4096, 1024, 16384):
+        for d in (128, 64):
+            for causal in (False, True):
+                shapes.append(make_shape(N, d, causal, dtype))
+    return shapes
+
+
+def shape_label(shape: Mapping[str, Any]) -> str:
+    extra = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f" Hkv{shape['H_kv']}"
+    n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
+    return f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{extra} {'causal' if shape.get('causal') else 'non-causal'}"
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    if hasattr(cfg, "as_dict"):
+        return dict(cfg.as_dict())
+    if dataclasses.is_dataclass(cfg):
+        return dataclasses.asdict(cfg)
+    return dict(vars(cfg))
+
+
+def config_label(kernel: str, cfg: Any) -> str:
+    """Short human label: ``128x64w4s2`` for flash_sm80, the config's own name otherwise."""
+    if cfg is None:
+        return "-"
+    d = config_dict(cfg)
+    if kernel == "flash_sm80" and {"block_m", "block_n", "warps", "stages"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}w{d['warps']}s{d['stages']}"
+    if kernel == "flash_sm90" and {"block_m", "block_n", "stages"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}c{d.get('consumers', '?')}s{d['stages']}"
+    if kernel == "unfused" and {"block_m", "block_n", "block_k"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}x{d['block_k']}w{d.get('warps', '?')}s{d.get('stages', '?')}"
+    for attr in ("short", "name"):
+        v = getattr(cfg, attr, None)
+        if callable(v):
+            v = v()
+        if isinstance(v, str):
+            return v
+    return ",".join(f"{k}={v}" for k, v in d.items())
+
+
+def jsonable(x: Any) -> Any:
+    """Convert to plain JSON types; non-finite floats become None."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return jsonable(dataclasses.asdict(x))
+    # numpy scalars and arrays, without importing numpy
+    if hasattr(x, "tolist"):
+        return jsonable(x.tolist())
+    if hasattr(x, "item"):
+        try:
+            return jsonable(x.item())
+        except Exception:  # noqa: BLE001
+            pass
+    return str(x)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as JSON to ``path`` via a temp file in the same folder and
+    ``os.replace``, so a reader never sees a half-written file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(jsonable(obj), indent=1, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
+def device_slug(name: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return s or "gpu"
+
+
+def default_out_path(device_name: str, date: str | None = None) -> Path:
+    """``$OUT/<device>-<date>.json`` when ``$OUT`` is set (the device machine
+    sends back what lands there), else ``validation/results/<device>-<date>.json``."""
+    date = date or _dt.date.today().isoformat()
+    base = os.environ.get("OUT")
+    folder = Path(base) if base else Path(__file__).resolve().parent / "results"
+    return folder / f"{device_slug(device_name)}-{date}.json"
+
+
+def _short_error(exc: BaseException, limit: int = 600) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    text = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- families and plan
+
+@dataclass
+class KernelFamily:
+    """One kernel family as the sweep sees it.
+
+    ``run(config, q, k, v, causal)`` returns the output; ``configs_for(d)``
+    the shipped configs for head dim ``d``; ``skip`` says why the whole
+    family cannot run here (then it has no rows)."""
+
+    name: str
+    configs: Sequence[Any] = ()
+    run: Callable[..., Any] | None = None
+    skip: str | None = None
+    head_dim_specific: bool = True
+
+    def configs_for(self, d: int) -> list[Any]:
+        if not self.head_dim_specific:
+            return list(self.configs)
+        out = []
+        for c in self.configs:
+            hd = getattr(c, "head_dim", None)
+            if hd is None:
+                hd = config_dict(c).get("head_dim")
+            if hd is None or int(hd) == int(d):
+                out.append(c)
+        return out
+
+
+@dataclass
+class PlannedRow:
+    kernel: str
+    shape: dict[str, Any]
+    config: Any = None
+    why: str = ""            # "sweep" (all configs at N=4096), "model-top", "peer"
+    predicted_rank: int | None = None
+
+    @property
+    def is_peer(self) -> bool:
+        return self.kernel in PEER_KERNELS
+
+    @property
+    def label(self) -> str:
+        return config_label(self.kernel, self.config)
+
+
+class Predictor:
+    """The model, through ``iomodel.api`` (imported lazily).  Every call is
+    guarded: a model error becomes ``(None, message)``, never a crash."""
+
+    def __init__(self, spec, calibration, api: Any = None):
+        self.spec = spec
+        self.calibration = calibration
+        self.error: str | None = None
+        self.api = api
+        if self.api is None:
+            try:
+                from iomodel import api as _api
+
+                self.api = _api
+            except Exception as exc:  # noqa: BLE001
+                self.error = f"iomodel.api unavailable: {_short_error(exc)}"
+
+    @staticmethod
+    def summarize(pred: Any) -> dict[str, Any] | None:
+        if pred is None:
+            return None
+        d = pred.as_dict() if hasattr(pred, "as_dict") else dict(vars(pred))
+        keep = ("time_s", "tflops", "flops", "hbm_bytes", "bottleneck", "terms", "blocks_per_sm",
+                "occupancy_limit", "smem_bytes", "regs_per_thread", "waves", "calibration_used",
+                "feasible", "reason")
+        return jsonable({k: d[k] for k in keep if k in d})
+
+    def predict(self, kernel: str, shape: Mapping, cfg: Any) -> tuple[dict | None, str | None]:
+        if self.api is None:
+            return None, self.error
+        try:
+            pred = self.api.predict(kernel, self.spec, dict(shape), config_dict(cfg),
+                                    calibration=self.calibration)
+            return self.summarize(pred), None
+        except Exception as exc:  # noqa: BLE001
+            return None, _short_error(exc)
+
+    def peer(self, peer: str, shape: Mapping) -> tuple[dict | None, str | None]:
+        if self.api is None:
+            return None, self.error
+        fn = getattr(self.api, "peer_prediction", None)
+        if fn is None:
+            return None, "iomodel.api has no peer_prediction"
+        try:
+            try:
+                pred = fn(peer, self.spec, dict(shape), calibration=self.calibration)
+            except TypeError:
+                pred = fn(peer, self.spec, dict(shape))
+            return self.summarize(pred), None
+        except Exception as exc:  # noqa: BLE001
+            return None, _short_error(exc)
+
+    def rank(self, kernel: str, shape: Mapping, configs: Sequence[Any]) -> tuple[list[int] | None, str | None]:
+        """Indices of ``configs`` best first (the model's order; configs the model
+        finds infeasible are left out), or None with why."""
+        if not configs:
+            return [], None
+        if self.api is None:
+            return None, self.error
+        dicts = [config_dict(c) for c in configs]
+        try:
+            try:
+                ranked = self.api.rank_configs(kernel, self.spec, dict(shape), dicts,
+                                               calibration=self.calibration)
+            except TypeError:
+                ranked = self.api.rank_configs(kernel, self.spec, dict(shape), dicts)
+        except Exception as exc:  # noqa: BLE001
+            return None, _short_error(exc)
+        order: list[int] = []
+        for cfg, _pred in ranked:
+            cd = dict(cfg)
+            for i, d in enumerate(dicts):
+                if i not in order and all(d.get(k) == v for k, v in cd.items() if k in d):
+                    order.append(i)
+                    break
+        return order, None
+
+
+def build_plan(
+    shapes: Sequence[Mapping[str, Any]],
+    families: Mapping[str, KernelFamily],
+    predictor: Predictor | None,
+    *,
+    only: Iterable[str] = ("flash_sm80", "flash_sm90", "unfused", "peers"),
+    sweep_n: int = SWEEP_N,
+    notes: list[str] | None = None,
+) -> list[PlannedRow]:
+    """Rows to run, grouped by shape (inputs are made once per shape).
+
+    At ``N == sweep_n`` every shipped config of the head dim (model order when
+    the model ranks them); elsewhere the model's top config (the first shipped
+    one when the model cannot rank).  Peers at every shape."""
+    only = set(only)
+    notes = notes if notes is not None else []
+    rows: list[PlannedRow] = []
+    for shape in shapes:
+        shape = dict(shape)
+        for kname in OUR_KERNELS:
+            if kname not in only:
+                continue
+            fam = families.get(kname)
+            if fam is None or fam.skip:
+                continue
+            cfgs = fam.configs_for(shape["d"])
+            if not cfgs:
+                notes.append(f"{kname}: no shipped config for d={shape['d']}")
+                continue
+            order, why = (None, "no model")
+            if predictor is not None:
+                order, why = predictor.rank(kname, shape, cfgs)
+            if order is None:
+                order = list(range(len(cfgs)))
+                msg = f"{kname} {shape_label(shape)}: model could not rank configs ({why}); using shipped order"
+                if msg not in notes:
+                    notes.append(msg)
+            elif not order:
+                notes.append(f"{kname} {shape_label(shape)}: the model finds no feasible config; timing them all")
+                order = list(range(len(cfgs)))
+            ranked_set = set(order)
+            full_order = order + [i for i in range(len(cfgs)) if i not in ranked_set]
+            if shape["N_q"] == sweep_n:
+                for r, i in enumerate(full_order):
+                    rows.append(PlannedRow(kname, shape, cfgs[i], "sweep", r if i in ranked_set else None))
+            else:
+                i = full_order[0]
+                rows.append(PlannedRow(kname, shape, cfgs[i], "model-top", 0 if i in ranked_set else None))
+        if "peers" in only:
+            for peer in PEER_KERNELS:
+                rows.append(PlannedRow(peer, shape, None, "peer"))
+    return rows
+
+
+# --------------------------------------------------------------------------- environments
+
+class FakeEnv:
+    """CPU stand-in for the GPU: fake kernels, fake outputs, a fake timer.
+
+    Deterministic: a config's fake speed depends only on its fields, so the
+    sweep, the JSON and the statistics can be checked without a GPU.  Some
+    configs fail on purpose, to exercise the error paths:
+    ``fail`` (labels whose build raises), ``nan`` (labels whose output is NaN),
+    ``wrong`` (labels whose output is off by 5%); and one peer is unsupported.
+    """
+
+    device_name = "FAKE GPU (dry run)"
+    torch_version = None
+    cuda_version = None
+
+    def __init__(self, spec, *, fail: Iterable[str] = ("64x128w4s1",), nan: Iterable[str] = ("128x32w4s3",),
+                 wrong: Iterable[str] = (), unsupported_peers: Iterable[str] = ("sdpa_cudnn",),
+                 with_sm90: bool = True, sleep_s: float = 0.0):
+        self.spec = spec
+        self.sm_count = spec.sm_count
+        self.compute_capability = spec.compute_capability
+        self.fail = set(fail)
+        self.nan = set(nan)
+        self.wrong = set(wrong)
+        self.unsupported_peers = set(unsupported_peers)
+        self.with_sm90 = with_sm90
+        self.timer = FakeTimer(self._time_of, sleep_s=sleep_s)
+
+    # the fake "device" ------------------------------------------------------
+    def _fake_rate(self, kernel: str, cfg: Any, shape: Mapping) -> float:
+        """FLOP/s a fake kernel reaches: a smooth function of its tile sizes."""
+        base = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
+                "sdpa_flash": 320e12, "sdpa_cudnn": 540e12, "sdpa_efficient": 150e12}[kernel]
+        d = config_dict(cfg)
+        pen = 0.0
+        if "block_m" in d:
+            pen += 0.08 * abs(math.log2(d["block_m"] / 128))
+        if "block_n" in d:
+            pen += 0.05 * abs(math.log2(d["block_n"] / (64 if shape["d"] == 128 else 128)))
+        if "stages" in d:
+            pen += 0.03 * abs(d["stages"] - 2)
+        if "warps" in d:
+            pen += 0.04 * abs(math.log2(d["warps"] / 4))
+        if shape.get("causal"):
+            pen += 0.06
+        return base * max(0.2, 1.0 - pen)
+
+    def measure_ceilings(self, spec, *, quick: bool = False, log=print):
+        from .ceilings import CeilingResult
+
+        res = CeilingResult()
+        clock = float(spec.facts["max_boost_clock_hz"].value) if "max_boost_clock_hz" in spec.facts else spec.clock_hz
+        res.values = {
+            "gemm_flops": 0.71 * spec.peak_tensor_flops("bf16"),
+            "copy_bandwidth": 0.9 * spec.hbm_bandwidth,
+            "clock_hz": clock,
+            "exp2_per_clk_per_sm": 16.0,
+            "fp32_fma_per_clk_per_sm": 0.957 * spec.fp32_fma_per_clk_per_sm,
+            "mma_sync_flops_per_clk_per_sm": 0.6 * spec.tensor_flops_per_clk_per_sm.get("bf16", 2048),
+        }
+        for k in res.values:
+            res.sources[k] = "dry run: fake number, not a measurement"
+        res.clock_source = "dry run: spec max boost clock"
+        log("  (dry run: fake ceilings)")
+        return res
+
+    def families(self) -> dict[str, KernelFamily]:
+        try:
+            from kernels import configs as kc
+
+            flash = list(kc.SHIPPED_FLASH)
+            matmul = list(kc.SHIPPED_MATMUL)
+        except Exception:  # noqa: BLE001 - synthetic configs when the kernels package is absent
+            flash = [dict(block_m=bm, block_n=bn, warps=4, stages=s, head_dim=d)
+                     for d in (64, 128) for bm, bn, s in ((128, 64, 2), (128, 32, 2), (64, 64, 2), (64, 128, 1))]
+            matmul = [dict(block_m=128, block_n=128, block_k=32, warps=4, stages=3),
+                      dict(block_m=64, block_n=64, block_k=64, warps=4, stages=2)]
+        fams = {
+            "flash_sm80": KernelFamily("flash_sm80", flash, self._runner("flash_sm80")),
+            "unfused": KernelFamily("unfused", matmul, self._runner("unfused"), head_dim_specific=False),
+        }
+        if self.with_sm90:
+            sm90 = [dict(block_m=128, block_n=128, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
+            sm90 += [dict(block_m=128, block_n=176, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
+            sm90 += [dict(block_m=192, block_n=128, stages=2, head_dim=64, consumers=3)]
+            fams["flash_sm90"] = KernelFamily("flash_sm90", sm90, self._runner("flash_sm90"))
+        else:
+            fams["flash_sm90"] = KernelFamily("flash_sm90", skip="dry run: no sm90 family")
+        return fams
+
+    def _runner(self, kernel: str):
+        def run(cfg, q, k, v, causal=False):
+            label = config_label(kernel, cfg)
+            if label in self.fail:
+                raise RuntimeError(f"fake build failure for {kernel} {label}")
+            shape = q["shape"]
+            t = conventional_flops(shape) / self._fake_rate(kernel, cfg, shape)
+            err = float("nan") if label in self.nan else (0.05 if label in self.wrong else 2e-3)
+            return {"time_s": t, "err": err}
+
+        return run
+
+    def peers(self) -> dict[str, tuple[Callable | None, str | None]]:
+        out = {}
+        for peer in PEER_KERNELS:
+            if peer in self.unsupported_peers:
+                def run(q, k, v, causal=False, _p=peer):
+                    raise RuntimeError(f"fake: {_p} does not support these inputs")
+            else:
+                def run(q, k, v, causal=False, _p=peer):
+                    shape = q["shape"]
+                    return {"time_s": conventional_flops(shape) / self._fake_rate(_p, None, shape), "err": 1e-3}
+            out[peer] = (run, None)
+        return out
+
+    def make_inputs(self, shape, n_sets: int, seed: int):
+        return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]
+
+    def reference(self, q, k, v, causal):
+        return {"shape": q["shape"]}
+
+    def check(self, out, ref) -> tuple[float, bool]:
+        err = out["err"]
+        return err, math.isfinite(err)
+
+    def memory_problem(self, kernel: str, shape) -> str | None:
+        return None
+
+    def _time_of(self, fn, inputs) -> float:
+        return fn(*inputs[0])["time_s"]
+
+    def sync(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+class TorchEnv:
+    """The real device: torch tensors, the ``kernels`` package, SDPA peers."""
+
+    def __init__(self, *, min_repeats: int = 20, target_s: float = 0.12):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device visible to torch (use --dry-run to check the sweep on a CPU)")
+        from .timing import CudaEventTimer
+
+        self.torch = torch
+        dev = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(dev)
+        self.device_name = torch.cuda.get_device_name(dev)
+        self.sm_count = props.multi_processor_count
+        self.compute_capability = (props.major, props.minor)
+        self.total_memory = props.total_memory
+        self.torch_version = torch.__version__
+        self.cuda_version = torch.version.cuda
+        self.timer = CudaEventTimer(min_repeats=min_repeats, target_s=target_s)
+
+    def measure_ceilings(self, spec, *, quick: bool = False, log=print):
+        from .ceilings import measure_ceilings
+
+        return measure_ceilings(spec, quick=quick, log=log)
+
+    def families(self) -> dict[str, KernelFamily]:
+        fams: dict[str, KernelFamily] = {}
+        try:
+            import kernels
+            from kernels import configs as kc
+
+            fams["flash_sm80"] = KernelFamily(
+                "flash_sm80", list(kc.SHIPPED_FLASH),
+                lambda cfg, q, k, v, causal=False: kernels.flash_attention(q, k, v, causal=causal, config=cfg))
+            fams["unfused"] = KernelFamily(
+                "unfused", list(kc.SHIPPED_MATMUL),
+                lambda cfg, q, k, v, causal=False: kernels.attention_unfused(q, k, v, causal=causal, config=cfg),
+                head_dim_specific=False)
+        except Exception as exc:  # noqa: BLE001
+            why = f"import kernels failed: {_short_error(exc)}"
+            fams["flash_sm80"] = KernelFamily("flash_sm80", skip=why)
+            fams["unfused"] = KernelFamily("unfused", skip=why)
+        if self.compute_capability[0] != 9:
+            fams["flash_sm90"] = KernelFamily(
+                "flash_sm90", skip=f"needs sm_90a; this device is sm_{self.compute_capability[0]}{self.compute_capability[1]}")
+        else:
+            try:
+                from kernels import sm90
+
+                fams["flash_sm90"] = KernelFamily(
+                    "flash_sm90", list(sm90.SHIPPED_SM90),
+                    lambda cfg, q, k, v, causal=False: sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg))
+            except (ImportError, AttributeError) as exc:
+                fams["flash_sm90"] = KernelFamily("flash_sm90", skip=f"kernels.sm90 unavailable: {_short_error(exc)}")
+        return fams
+
+    def peers(self):
+        from .peers import peer_runners
+
+        return peer_runners(self.torch)
+
+    def _dtype(self, name: str):
+        return {"bf16": self.torch.bfloat16, "fp16": self.torch.float16}[name]
+
+    def make_inputs(self, shape, n_sets: int, seed: int):
+        torch = self.torch
+        g = torch.Generator(device="cuda")
+        g.manual_seed(seed)
+        dt = self._dtype(shape["dtype"])
+        B, H, Hk, Nq, Nk, d = (shape[k] for k in ("B", "H", "H_kv", "N_q", "N_k", "d"))
+        sets = []
+        for _ in range(n_sets):
+            q = torch.randn((B, H, Nq, d), generator=g, device="cuda", dtype=torch.float32).to(dt)
+            k = torch.randn((B, Hk, Nk, d), generator=g, device="cuda", dtype=torch.float32).to(dt)
+            v = torch.randn((B, Hk, Nk, d), generator=g, device="cuda", dtype=torch.float32).to(dt)
+            sets.append((q, k, v))
+        return sets
+
+    def reference(self, q, k, v, causal):
+        """float32 attention, chunked over query rows so the scores stay under ~512 MiB."""
+        torch = self.torch
+        B, H, Nq, d = q.shape
+        Hk, Nk = k.shape[1], k.shape[2]
+        g = H // Hk
+        scale = d ** -0.5
+        kf = k.float()
+        vf = v.float()
+        if g > 1:
+            kf = kf.repeat_interleave(g, dim=1)
+            vf = vf.repeat_interleave(g, dim=1)
+        out = torch.empty((B, H, Nq, d), device=q.device, dtype=torch.float32)
+        rows = max(1, min(Nq, (512 << 20) // (4 * B * H * Nk)))
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            cols = torch.arange(Nk, device=q.device)
+            for r0 in range(0, Nq, rows):
+                r1 = min(Nq, r0 + rows)
+                s = torch.matmul(q[:, :, r0:r1].float(), kf.transpose(-1, -2)) * scale
+                if causal:
+                    qi = torch.arange(r0, r1, device=q.device)[:, None] + (Nk - Nq)
+                    s.masked_fill_(cols[None, :] > qi, float("-inf"))
+                p = torch.softmax(s, dim=-1)
+                p = torch.nan_to_num(p, nan=0.0)  # rows that see no key
+                out[:, :, r0:r1] = torch.matmul(p, vf)
+                del s, p
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        return out
+
+    def check(self, out, ref) -> tuple[float, bool]:
+        torch = self.torch
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if tuple(out.shape) != tuple(ref.shape):
+            raise ValueError(f"output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+        o = out.float()
+        if not bool(torch.isfinite(o).all()):
+            return float("nan"), False
+        denom = float(ref.abs().max())
+        err = float((o - ref).abs().max()) / max(denom, 1e-30)
+        return err, True
+
+    def memory_problem(self, kernel: str, shape) -> str | None:
+        if kernel != "unfused":
+            return None
+        free, _total = self.torch.cuda.mem_get_info()
+        need = shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * (4 + 2)
+        if need > 0.85 * free:
+            return (f"skipped: the unfused kernel needs ~{need / 2**30:.1f} GiB for the N x N scores "
+                    f"(fp32 S + 16-bit P), {free / 2**30:.1f} GiB free")
+        return None
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def release(self) -> None:
+        self.torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- the sweep
+
+@dataclass
+class SweepOptions:
+    out: Path
+    calibration_out: Path | None = None
+    quick: bool = False
+    only: tuple[str, ...] = ("flash_sm80", "flash_sm90", "unfused", "peers")
+    shapes: list[dict[str, Any]] | None = None
+    measure_ceilings: bool = True
+    calibration_in: Any = None        # a Calibration or path used when not measuring
+    budget_s: float = DEFAULT_BUDGET_S
+    input_sets: int = 3
+    seed: int | None = None
+    dry_run: bool = False
+
+
+def _row_record(row: PlannedRow) -> dict[str, Any]:
+    return {
+        "kernel": row.kernel,
+        "config": jsonable(config_dict(row.config)) if row.config is not None else None,
+        "config_label": row.label,
+        "why": row.why,
+        "predicted_rank": row.predicted_rank,
+        "shape": dict(row.shape),
+        "ok": False,
+        "max_rel_err": None,
+        "measured_ms": None,
+        "measured_tflops": None,
+        "predicted_ms": None,
+        "predicted_tflops": None,
+        "predicted_bottleneck": None,
+    }
+
+
+def _fill_prediction(rec: dict, pred: dict | None, err: str | None, key: str = "prediction") -> None:
+    if pred is not None and pred.get("time_s"):
+        rec["predicted_ms"] = pred["time_s"] * 1e3
+        rec["predicted_tflops"] = pred.get("tflops")
+        rec["predicted_bottleneck"] = pred.get("bottleneck")
+        rec[key] = pred
+    if err:
+        rec["prediction_error"] = err
+
+
+def execute_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any], predictor: Predictor | None) -> dict:
+    """Predict, run once and check, then time one row.  Never raises."""
+    rec = _row_record(row)
+    shape = row.shape
+    if predictor is not None:
+        if row.is_peer:
+            pred, perr = predictor.peer(row.kernel, shape)
+            _fill_prediction(rec, pred, perr, key="peer_prediction")
+        else:
+            pred, perr = predictor.predict(row.kernel, shape, row.config)
+            _fill_prediction(rec, pred, perr)
+    causal = bool(shape.get("causal"))
+    if row.is_peer:
+        fn = lambda q, k, v: run(q, k, v, causal)  # noqa: E731
+    else:
+        cfg = row.config
+        fn = lambda q, k, v: run(cfg, q, k, v, causal)  # noqa: E731
+    try:
+        problem = env.memory_problem(row.kernel, shape)
+        if problem:
+            rec["error"] = problem
+            return rec
+        out = fn(*inputs[0])
+        env.sync()
+        err, finite = env.check(out, ref)
+        del out
+        rec["max_rel_err"] = err if finite else None
+        tol = TOLERANCE.get(shape.get("dtype", "bf16"), 1e-2)
+        if not finite:
+            rec["error"] = "output has NaN or Inf"
+            return rec
+        if not err < tol:
+            rec["error"] = f"wrong result: max_rel_err {err:.3g} >= {tol:g}"
+            return rec
+        timing: Timing = env.timer(fn, inputs)
+        rec["measured_ms"] = timing.median_s * 1e3
+        rec["measured_tflops"] = conventional_flops(shape) / timing.median_s / 1e12
+        rec["timing"] = timing.as_dict()
+        rec["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - one bad config must not end the sweep
+        rec["error"] = _short_error(exc)
+        rec["traceback_tail"] = "".join(traceback.format_exception(exc)[-3:])[-1500:]
+        try:
+            env.sync()
+        except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows will say so
+            pass
+        env.release()
+    return rec
+
+
+def progress_line(i: int, n: int, rec: dict, elapsed_s: float) -> str:
+    s = rec["shape"]
+    head = (f"[{i}/{n}] {rec['kernel']} {rec.get('config_label') or '-'} d{s['d']} N{s['N_q']}"
+            f"{' causal' if s.get('causal') else ''}")
+    if rec["ok"]:
+        body = f"{rec['measured_tflops']:.1f} TFLOP/s"
+    else:
+        body = f"FAILED ({rec.get('error', '?')})"
+    pred = f" (pred {rec['predicted_tflops']:.1f})" if rec.get("predicted_tflops") else " (pred -)"
+    return f"{head}: {body}{pred}  [{elapsed_s:.0f}s]"
+
+
+def _calibration_from_ceilings(spec, env, res, date: str):
+    from iomodel.hardware import Calibration
+
+    v = res.values
+    return Calibration(
+        gpu_key=spec.key,
+        device_name=env.device_name,
+        date=date,
+        source=f"python -m validation run on {env.device_name}, {date}",
+        clock_hz=v.get("clock_hz"),
+        gemm_flops=v.get("gemm_flops"),
+        mma_sync_flops_per_clk_per_sm=v.get("mma_sync_flops_per_clk_per_sm"),
+        copy_bandwidth=v.get("copy_bandwidth"),
+        exp2_per_clk_per_sm=v.get("exp2_per_clk_per_sm"),
+        fp32_fma_per_clk_per_sm=v.get("fp32_fma_per_clk_per_sm"),
+        sources={k: s for k, s in res.sources.items() if v.get(k) is not None},
+    )
+
+
+def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
+              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the whole validation; returns the results dict (also written to ``opts.out``)."""
+    from iomodel.hardware import calibration_to_dict, load_calibration, write_calibration
+
+    if log is None:
+        def log(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    date = _dt.date.today().isoformat()
+    results: dict[str, Any] = {
+        "schema_version": 1,
+        "device": env.device_name,
+        "gpu_key": spec.key,
+        "sm_count": env.sm_count,
+        "compute_capability": list(env.compute_capability),
+        "torch": env.torch_version,
+        "cuda": env.cuda_version,
+        "date": date,
+        "dry_run": bool(opts.dry_run),
+        "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
+                    "budget_s": opts.budget_s, "tolerance": TOLERANCE},
+        "calibration": None,
+        "ceilings": None,
+        "notes": [],
+        "skipped_families": {},
+        "rows": [],
+    }
+    if spec.sm_count != env.sm_count:
+        results["notes"].append(
+            f"spec {spec.key} has {spec.sm_count} SMs but the device reports {env.sm_count}: wrong --gpu-spec?")
+
+    # 1. ceilings -> calibration
+    cal = None
+    if opts.measure_ceilings:
+        log(f"measuring ceilings on {env.device_name} ...")
+        res = env.measure_ceilings(spec, quick=opts.quick, log=log)
+        results["ceilings"] = res.as_dict()
+        cal = _calibration_from_ceilings(spec, env, res, date)
+        cal_out = opts.calibration_out or _default_calibration_out(opts.out, spec.key)
+        try:
+            write_calibration(cal_out, cal)
+            results["calibration_file"] = str(cal_out)
+            log(f"calibration written to {cal_out}  [{time.perf_counter() - t0:.0f}s]")
+        except Exception as exc:  # noqa: BLE001
+            results["notes"].append(f"could not write calibration: {_short_error(exc)}")
+    else:
+        cal = opts.calibration_in if opts.calibration_in is not None else load_calibration(spec.key)
+        if cal is not None and not hasattr(cal, "gpu_key"):
+            cal = load_calibration(cal)
+        results["notes"].append("ceilings not measured: " + (
+            f"using calibration {cal.gpu_key} ({cal.date})" if cal is not None else "no calibration"))
+    results["calibration"] = calibration_to_dict(cal) if cal is not None else None
+    write_json_atomic(opts.out, results)
+
+    # 2. plan
+    predictor = Predictor(spec, cal, api=predictor_api)
+    if predictor.error:
+        results["notes"].append(predictor.error)
+    families = env.families()
+    for name, fam in families.items():
+        if fam.skip and (name in opts.only):
+            results["skipped_families"][name] = fam.skip
+            log(f"skipping {name}: {fam.skip}")
+    shapes = opts.shapes or default_shapes(opts.quick)
+    plan = build_plan(shapes, families, predictor, only=opts.only, notes=results["notes"])
+    peer_fns = env.peers() if "peers" in opts.only else {}
+    n = len(plan)
+    log(f"{n} rows over {len(shapes)} shapes  [{time.perf_counter() - t0:.0f}s]")
+
+    # 3. rows, shape by shape
+    seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
+    results["seed"] = seed
+    i = 0
+    current_key = None
+    inputs = ref = None
+    for row in plan:
+        i += 1
+        key = json.dumps(row.shape, sort_keys=True)
+        elapsed = time.perf_counter() - t0
+        if elapsed > opts.budget_s:
+            rec = _row_record(row)
+            rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
+            results["rows"].append(rec)
+            continue
+        if key != current_key:
+            inputs = ref = None
+            env.release()
+            try:
+                inputs = env.make_inputs(row.shape, opts.input_sets, seed + i)
+                ref = env.reference(*inputs[0], bool(row.shape.get("causal")))
+                env.sync()
+                current_key = key
+            except Exception as exc:  # noqa: BLE001
+                current_key = None
+                rec = _row_record(row)
+                rec["error"] = f"could not make inputs/reference: {_short_error(exc)}"
+                results["rows"].append(rec)
+                log(progress_line(i, n, rec, elapsed))
+                write_json_atomic(opts.out, results)
+                continue
+        if row.is_peer:
+            run, why = peer_fns.get(row.kernel, (None, "peer not available"))
+            if run is None:
+                rec = _row_record(row)
+                rec["error"] = f"skipped: {why}"
+                results["rows"].append(rec)
+                log(progress_line(i, n, rec, time.perf_counter() - t0))
+                write_json_atomic(opts.out, results)
+                continue
+        else:
+            run = families[row.kernel].run
+        rec = execute_row(env, row, inputs, ref, run, predictor)
+        results["rows"].append(rec)
+        results["elapsed_s"] = time.perf_counter() - t0
+        log(progress_line(i, n, rec, time.perf_counter() - t0))
+        write_json_atomic(opts.out, results)
+
+    inputs = ref = None
+    env.release()
+    results["elapsed_s"] = time.perf_counter() - t0
+    ok = sum(1 for r in results["rows"] if r["ok"])
+    write_json_atomic(opts.out, results)
+    log(f"done: {ok}/{len(results['rows'])} rows ok in {results['elapsed_s']:.0f}s; results in {opts.out}")
+    return results
+
+
+def _default_calibration_out(out: Path, key: str) -> Path:
+    base = os.environ.get("OUT")
+    if base:
+        return Path(base) / f"calibration-{key}.toml"
+    out = Path(out)
+    return out.with_name(out.stem + f".calibration-{key}.toml")
