@@ -94,7 +94,8 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         mask = masks.get(p.axis_name)
         bound = _fmt(sizes[p.axis_name], values)
         if mask is not None:
-            bound = f"min({bound}, {mask.row_axis}0 + {mask.row_axis}_tile + {mask.offset})"
+            row_tile = block_tile.get(mask.row_axis, sizes[mask.row_axis])
+            bound = f"min({bound}, {mask.row_axis}0 + {row_tile} + {mask.offset})"
         lines.append(f"{ind}for {p.axis_name}0 in 0..{bound} step {_fmt(p.size, values)}:   "
                      f"# stream, {_fmt(p.stages, values)} stage(s) in flight")
         ind += "  "

@@ -93,18 +93,21 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr u32 SLOT_BYTES = 2u * BLOCK_N * ROW_BYTES;
     constexpr u32 V_OFFSET = (u32)BLOCK_N * ROW_BYTES;
 
+    // K/V chunk loaders.  Addresses are rebuilt from the kernel parameters
+    // (constant bank) at every call rather than kept in registers: the main
+    // loop runs at the 255-register limit.
     using Loader = TileLoader<BLOCK_N, CPR, THREADS>;
-    const Loader ld(tid);
-    const T* k_src = kg + (i64)ld.r0 * k_sn + ld.c8;
-    const T* v_src = vg + (i64)ld.r0 * v_sn + ld.c8;
-    const i64 k_step = (i64)Loader::RSTEP * k_sn;
-    const i64 v_step = (i64)Loader::RSTEP * v_sn;
     auto load_k = [&](int nb, int slot) {
-        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, k);
+        const Loader ld(threadIdx.x);
+        const T* src = k + ((i64)blockIdx.z * k_sb + (i64)(blockIdx.y / group) * k_sh +
+                            (i64)(nb * BLOCK_N + ld.r0) * k_sn + ld.c8);
+        ld.load(sKV + slot * SLOT_BYTES, src, (i64)Loader::RSTEP * k_sn, N_k - nb * BLOCK_N, CPR, k);
     };
     auto load_v = [&](int nb, int slot) {
-        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)nb * BLOCK_N * v_sn, v_step,
-                N_k - nb * BLOCK_N, CPR, v);
+        const Loader ld(threadIdx.x);
+        const T* src = v + ((i64)blockIdx.z * v_sb + (i64)(blockIdx.y / group) * v_sh +
+                            (i64)(nb * BLOCK_N + ld.r0) * v_sn + ld.c8);
+        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, src, (i64)Loader::RSTEP * v_sn, N_k - nb * BLOCK_N, CPR, v);
     };
 
     // ---- prologue: Q, then the first chunks --------------------------------
