@@ -52,6 +52,8 @@ class Resident:
     tile_elements: sp.Expr   # per unit of the level (block for smem, warp/warpgroup for reg)
     copies: sp.Expr          # pipeline stages
     itemsize: int
+    staged_input: bool = False  # an input brought in from global memory
+    streamed: bool = False      # it carries a streamed axis (a ring of `copies` buffers)
 
     @property
     def nbytes(self) -> sp.Expr:
@@ -95,6 +97,16 @@ class KernelCosts:
     @property
     def smem_elements(self) -> sp.Expr:
         return sp.Add(*[r.tile_elements * r.copies for r in self.residents if r.level == "smem"])
+
+    @property
+    def smem_buffers(self) -> sp.Expr:
+        """SMEM tile buffers (counting pipeline copies) of staged inputs: each needs a 'full' signal."""
+        return sp.Add(*[r.copies for r in self.residents if r.level == "smem" and r.staged_input])
+
+    @property
+    def smem_stream_buffers(self) -> sp.Expr:
+        """Buffers of streamed inputs: a ring also needs an 'empty' signal per copy."""
+        return sp.Add(*[r.copies for r in self.residents if r.level == "smem" and r.staged_input and r.streamed])
 
     @property
     def smem_traffic_bytes(self) -> sp.Expr:
@@ -238,7 +250,8 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             stages = sp.Max(*([stream_stage[a] for a in carried if a in stream_stage] or [1]))
-            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize))
+            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True,
+                                      any(a in stream_stage for a in carried)))
             transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"),
                                       nest.block_steps(use_loops) * units, x.itemsize))
         else:

@@ -42,8 +42,13 @@ class ExecutionPlan:
     tensor_instruction: str = "mma_sync"   # "mma_sync" | "wgmma"
     reg_overhead: int = 40                 # registers per thread for addresses, indices, fragments
     extra_threads: int = 0                 # producer warps that hold no tile (warp specialization)
+    extra_thread_regs: int | None = None   # their registers after `setmaxnreg` (None: same as the others)
     step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
     dtype: str = "bf16"
+    # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
+    sync_bytes_per_buffer: int = 0         # a 'full' barrier per staged buffer
+    sync_bytes_per_stream_buffer: int = 0  # an 'empty' barrier per buffer of a streamed ring
+    smem_slack_bytes: int = 0              # alignment slack requested on top
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:
@@ -125,6 +130,8 @@ class CompiledKernel:
             "smem_traffic": costs.smem_traffic_bytes,
             "hbm_bytes": compulsory_bytes,
             "stages": costs.stream_stages,
+            "smem_buffers": costs.smem_buffers,
+            "smem_stream_buffers": costs.smem_stream_buffers,
         }
         for u in ("tensor", "fp32", "exp"):
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
@@ -163,7 +170,8 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     v = ck.evaluate(values, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
     threads = v["threads"] + plan.extra_threads
     regs = _ceil_to(v["regs_raw"] + plan.reg_overhead, 8)
-    smem = v["smem_bytes"]
+    smem = (v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"]
+            + plan.sync_bytes_per_stream_buffer * v["smem_stream_buffers"] + plan.smem_slack_bytes)
     blocks = v["blocks"]
     reasons = np.full(blocks.shape, "", dtype=object)
     reasons = np.where(smem > spec.smem_per_block, f"SMEM per block over {spec.smem_per_block} B", reasons)
@@ -171,7 +179,10 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
                        f"registers per thread over {spec.regs_per_thread_max}", reasons)
     reasons = np.where((reasons == "") & (threads > spec.max_threads_per_block),
                        f"threads per block over {spec.max_threads_per_block}", reasons)
-    occ, occ_limit = occupancy(spec, threads, smem, np.minimum(regs, spec.regs_per_thread_max))
+    # a block's register file: tile-holding threads at `regs`, producers at their own (smaller) count
+    prod_regs = regs if plan.extra_thread_regs is None else plan.extra_thread_regs
+    avg_regs = (v["threads"] * np.minimum(regs, spec.regs_per_thread_max) + plan.extra_threads * prod_regs) / threads
+    occ, occ_limit = occupancy(spec, threads, smem, avg_regs)
     reasons = np.where((reasons == "") & (occ < 1), "no block fits on an SM", reasons)
     occ = np.maximum(occ, 1)
 

@@ -238,6 +238,8 @@ def _pred_time(pred: Any) -> tuple[float | None, str | None, float | None]:
         if not (math.isfinite(t) and t > 0):
             t = None
     hb = get("hbm_bytes")
+    if t is None:
+        return None, None, None
     return t, get("bottleneck"), (float(hb) if hb is not None else None)
 
 
@@ -420,6 +422,14 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
     return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
+def _row_note(r: RowEval) -> str:
+    if r.prediction_source == "recomputed":
+        return ""
+    if r.prediction_source == "stored":
+        return "stored prediction" + (f" ({r.prediction_error[:60]})" if r.prediction_error else "")
+    return (r.prediction_error or "no prediction")[:80]
+
+
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
     out: list[str] = []
@@ -473,7 +483,7 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
         rrows.append([r.kernel, r.config_label, shape_label(r.shape), f"{r.measured_s * 1e3:.3f}",
                       f"{r.measured_tflops:.1f}", _num(r.predicted_s * 1e3 if r.predicted_s else None),
                       _num(r.predicted_tflops, ".1f"), _pct(r.err_pct, True), r.bottleneck or "-",
-                      (r.prediction_source or "none") if r.prediction_source != "recomputed" else ""])
+                      _row_note(r)])
     out += ["  " + ln for ln in _table(["kernel", "config", "shape", "meas ms", "meas TFLOP/s", "pred ms",
                                         "pred TFLOP/s", "err", "bottleneck", "note"], rrows,
                                        [False, False, False, True, True, True, True, True, False, False])]

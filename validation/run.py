@@ -454,9 +454,14 @@ class FakeEnv:
             "unfused": KernelFamily("unfused", matmul, self._runner("unfused"), head_dim_specific=False),
         }
         if self.with_sm90:
-            sm90 = [dict(block_m=128, block_n=128, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
-            sm90 += [dict(block_m=128, block_n=176, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
-            sm90 += [dict(block_m=192, block_n=128, stages=2, head_dim=64, consumers=3)]
+            try:
+                from kernels import sm90 as _sm90
+
+                sm90 = list(_sm90.SHIPPED_SM90)
+            except Exception:  # noqa: BLE001
+                sm90 = [dict(block_m=128, block_n=128, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
+                sm90 += [dict(block_m=128, block_n=176, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
+                sm90 += [dict(block_m=192, block_n=128, stages=2, head_dim=64, consumers=3)]
             fams["flash_sm90"] = KernelFamily("flash_sm90", sm90, self._runner("flash_sm90"))
         else:
             fams["flash_sm90"] = KernelFamily("flash_sm90", skip="dry run: no sm90 family")

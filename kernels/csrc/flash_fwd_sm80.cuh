@@ -93,21 +93,18 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr u32 SLOT_BYTES = 2u * BLOCK_N * ROW_BYTES;
     constexpr u32 V_OFFSET = (u32)BLOCK_N * ROW_BYTES;
 
-    // K/V chunk loaders.  Addresses are rebuilt from the kernel parameters
-    // (constant bank) at every call rather than kept in registers: the main
-    // loop runs at the 255-register limit.
     using Loader = TileLoader<BLOCK_N, CPR, THREADS>;
+    const Loader ld(tid);
+    const T* k_src = kg + (i64)ld.r0 * k_sn + ld.c8;
+    const T* v_src = vg + (i64)ld.r0 * v_sn + ld.c8;
+    const i64 k_step = (i64)Loader::RSTEP * k_sn;
+    const i64 v_step = (i64)Loader::RSTEP * v_sn;
     auto load_k = [&](int nb, int slot) {
-        const Loader ld(threadIdx.x);
-        const T* src = k + ((i64)blockIdx.z * k_sb + (i64)(blockIdx.y / group) * k_sh +
-                            (i64)(nb * BLOCK_N + ld.r0) * k_sn + ld.c8);
-        ld.load(sKV + slot * SLOT_BYTES, src, (i64)Loader::RSTEP * k_sn, N_k - nb * BLOCK_N, CPR, k);
+        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, k);
     };
     auto load_v = [&](int nb, int slot) {
-        const Loader ld(threadIdx.x);
-        const T* src = v + ((i64)blockIdx.z * v_sb + (i64)(blockIdx.y / group) * v_sh +
-                            (i64)(nb * BLOCK_N + ld.r0) * v_sn + ld.c8);
-        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, src, (i64)Loader::RSTEP * v_sn, N_k - nb * BLOCK_N, CPR, v);
+        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)nb * BLOCK_N * v_sn, v_step,
+                N_k - nb * BLOCK_N, CPR, v);
     };
 
     // ---- prologue: Q, then the first chunks --------------------------------
@@ -117,17 +114,16 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         lq.load(sQ, qg + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn, N_q - m0, CPR, q);
     }
     cp_async_commit();
-    if constexpr (STAGES == 1) {
-        load_k(0, 0);
-        cp_async_commit();
-    } else {
+    // Commit order is strictly Q, K_0, V_0, K_1, V_1, ...: K runs STAGES chunks
+    // ahead of the chunk being computed, V runs STAGES-1 ahead.
+    load_k(0, 0);
+    cp_async_commit();
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < n_blocks) load_k(s, s);
-            cp_async_commit();
-            if (s < n_blocks) load_v(s, s);
-            cp_async_commit();
-        }
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < n_blocks) load_v(s, s);
+        cp_async_commit();
+        if (s + 1 < n_blocks) load_k(s + 1, s + 1);
+        cp_async_commit();
     }
 
     // ---- per-thread ldmatrix offsets ------------------------------------------
@@ -168,27 +164,17 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int mask_from = IS_CAUSAL ? min(N_k - BLOCK_N, m0 + diag - BLOCK_N + 1) : N_k - BLOCK_N;
 
     for (int j = 0; j < n_blocks; ++j) {
-        const int slot = (STAGES == 1) ? 0 : j % STAGES;
+        const int slot = j % STAGES;
         const u32 sK = sKV + slot * SLOT_BYTES;
 
-        // K_j has landed (this thread) -> barrier makes it everyone's; it also
-        // certifies that every warp is done with chunk j-1.
-        if constexpr (STAGES == 1) {
-            cp_async_wait<0>();
-        } else {
-            cp_async_wait<2 * STAGES - 3>();
-        }
+        // K_j has landed (this thread's part; at most the 2*STAGES-2 newer groups
+        // V_j..V_{j+STAGES-2}, K_{j+1}..K_{j+STAGES-1} stay in flight).  The barrier makes it
+        // everyone's and certifies that every warp is done with chunk j-1.
+        cp_async_wait<2 * STAGES - 2>();
         __syncthreads();
-        if constexpr (STAGES == 1) {
-            load_v(j, 0);                 // V_j overlaps S = Q K_j^T
-            cp_async_commit();
-        } else {
-            // K of chunk j+STAGES-1 into the slot of chunk j-1 (free: every warp
-            // has passed the barrier above); its V follows after P V_j.
-            const int jn = j + STAGES - 1;
-            if (jn < n_blocks) load_k(jn, jn % STAGES);
-            cp_async_commit();
-        }
+        // V_{j+STAGES-1} into the V half of chunk j-1's slot (free now).
+        if (j + STAGES - 1 < n_blocks) load_v(j + STAGES - 1, (j + STAGES - 1) % STAGES);
+        cp_async_commit();
 
         // ---- S = Q K_j^T ----------------------------------------------------
         float s[MT][NT][4];
@@ -272,15 +258,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             }
         }
 
-        if constexpr (STAGES == 1) {
-            cp_async_wait<0>();           // V_j
-            __syncthreads();              // V_j visible; everyone done reading K_j
-            if (j + 1 < n_blocks) load_k(j + 1, 0);   // K_{j+1} overlaps P V_j
-            cp_async_commit();
-        } else {
-            cp_async_wait<2 * STAGES - 3>();   // V_j (only K_{j+STAGES-1} may stay in flight)
-            __syncthreads();
-        }
+        // V_j has landed (newer in flight: K_{j+1}..K_{j+STAGES-1}, V_{j+1}..V_{j+STAGES-1}).
+        cp_async_wait<2 * STAGES - 2>();
+        __syncthreads();   // V_j visible to all; every warp is done reading K_j
+        // K_{j+STAGES} into the K half of chunk j's slot; overlaps P V_j and beyond.
+        if (j + STAGES < n_blocks) load_k(j + STAGES, (j + STAGES) % STAGES);
+        cp_async_commit();
 
         // ---- O += P V_j --------------------------------------------------------
         const u32 sV = sK + V_OFFSET;
@@ -299,11 +282,6 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             }
         }
 
-        if constexpr (STAGES > 1) {
-            const int jn = j + STAGES - 1;
-            if (jn < n_blocks) load_v(jn, jn % STAGES);
-            cp_async_commit();
-        }
     }
 
     // ---- epilogue: normalise, write O (registers -> global) and L ------------
