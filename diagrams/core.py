@@ -212,6 +212,28 @@ class NormalizedContraction(Op):
         return f"online softmax + contract over {self.axis_name}"
 
 
+@dataclass(frozen=True)
+class OnlineSoftmax(Op):
+    """Softmax over `axis_name` computed in two passes over its input (online normalizer):
+    pass 1 folds the running max and sum chunk by chunk, pass 2 re-reads the input and writes
+    exp(s - max) / sum. Streamable along the axis; its input is read `passes` times."""
+    axis_name: str = ""
+    passes: int = 2
+    element_costs: tuple[tuple[str, int], ...] = (("exp", 2), ("fp32", 4))  # per element, both passes
+    rescale_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 2))  # per row per chunk of pass 1
+    kind = "online-softmax"
+
+    def state_arrays(self) -> tuple[Array, ...]:
+        rows = tuple(a for a in self.inputs[0].axes if a.name != self.axis_name)
+        return (Array(f"{self.output.name}_max", rows, "fp32"), Array(f"{self.output.name}_sum", rows, "fp32"))
+
+    def work_per_point(self):
+        return costs_dict(self.element_costs)
+
+    def describe(self):
+        return f"two-pass online softmax over {self.axis_name}"
+
+
 def costs_dict(pairs) -> dict[str, sp.Expr]:
     out: dict[str, sp.Expr] = {}
     for unit, c in pairs:

@@ -13,7 +13,7 @@ from typing import Iterable
 import networkx as nx
 import sympy as sp
 
-from .core import (Array, Contraction, DiagramError, Map, NormalizedContraction, Op, Partition,
+from .core import (Array, Contraction, DiagramError, Map, NormalizedContraction, OnlineSoftmax, Op, Partition,
                    Reduce, Triangular, size_expr)
 
 LEVELS = ("global", "smem", "reg")
@@ -174,7 +174,8 @@ class Diagram:
 
     def online_softmax(self) -> "Diagram":
         """Rewrite softmax over an axis followed by a contraction over that axis into a
-        streamable normalized contraction (running max, running sum, rescale)."""
+        streamable normalized contraction (running max, running sum, rescale). A softmax whose
+        probabilities are the diagram's output becomes a two-pass online softmax instead."""
         groups: dict[str, list[Op]] = {}
         for op in self.ops:
             if op.tag.startswith("softmax:"):
@@ -192,10 +193,17 @@ class Diagram:
                 continue
             ax = red[0].axis_name
             cons = [c for c in self.consumers(probs.name) if c not in members]
+            external = [x for m in members for x in m.inputs if x.name not in names]
+            if not cons and probs.name in self.outputs:
+                # nothing to fuse with: the probabilities are the result; compute them in two passes
+                new_ops = [o for o in new_ops if o not in members]
+                new_ops.append(OnlineSoftmax(name=f"softmax_{ax}", inputs=(external[0],), output=probs,
+                                             axis_name=ax, tag=tag))
+                done += 1
+                continue
             if len(cons) != 1 or not isinstance(cons[0], Contraction) or ax not in cons[0].contracted:
                 continue
             contraction = cons[0]
-            external = [x for m in members for x in m.inputs if x.name not in names]
             scores = external[0]
             other = [x for x in contraction.inputs if x.name != probs.name]
             per_score: dict[str, int] = {}

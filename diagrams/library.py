@@ -123,26 +123,31 @@ def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, fast_level="s
     return d
 
 
-def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps=4, stages=2, rows_per_block=1,
+def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps_n=2, stages=2, rows_per_block=4,
                       batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dtype="bf16",
-                      softmax_threads=32) -> Program:
-    """Three kernels through global memory: S = Q K^T (fp32), P = softmax(S), O = P V."""
+                      softmax_chunk=128) -> Program:
+    """Three kernels through global memory: S = Q K^T (fp32), P = softmax(S), O = P V.
+    The matmul kernels split their output tile over warps_m x warps_n warps."""
     att = attention(batch, heads, seqlen, kv_seqlen, head_dim, dtype)
     ops = {op.name: op for op in att.ops}
     bm, bn, bk = size_expr(block_m), size_expr(block_n), size_expr(block_k)
-    rows_warp = bm / size_expr(warps)
+    rows_warp = bm / size_expr(warps_m)
+    cols_warp = bn / size_expr(warps_n)
 
     scores = Diagram("scores", (ops["S=Q.K"],), ("S",))
     scores = (scores.group("b", 1).group("h", 1).group("n", bm).group("m", bn)
-              .stream("d", bk, "smem", stages).group("n", rows_warp, "reg").stage("Q", "smem").stage("K", "smem"))
+              .stream("d", bk, "smem", stages).group("n", rows_warp, "reg").group("m", cols_warp, "reg")
+              .stage("Q", "smem").stage("K", "smem"))
 
     sm_ops = tuple(op for op in att.ops if op.tag.startswith("softmax:"))
-    soft = Diagram("softmax", sm_ops, ("P",))
-    soft = soft.group("b", 1).group("h", 1).group("n", rows_per_block).with_threads(softmax_threads)
+    soft = Diagram("softmax", sm_ops, ("P",)).online_softmax()   # two passes over each row of S
+    soft = (soft.group("b", 1).group("h", 1).group("n", rows_per_block)
+            .group("n", 1, "reg").stream("m", softmax_chunk, "reg"))  # a warp per row, 128 columns a step
 
     out = Diagram("output", (ops["O=P.V"],), ("O",))
     out = (out.group("b", 1).group("h", 1).group("n", bm).group("d", bn)
-           .stream("m", bk, "smem", stages).group("n", rows_warp, "reg").stage("P", "smem").stage("V", "smem"))
+           .stream("m", bk, "smem", stages).group("n", rows_warp, "reg").group("d", cols_warp, "reg")
+           .stage("P", "smem").stage("V", "smem"))
     return Program("unfused-attention", (scores, soft, out))
 
 

@@ -49,7 +49,8 @@ def _flash_sm90(causal: bool, gqa: bool):
 def _unfused(causal: bool, gqa: bool):
     if gqa:
         raise ModelError("the unfused kernel family has no grouped-query variant")
-    return library.unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps="w", stages="st")
+    return library.unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m="wm", warps_n="wn",
+                                     stages="st")
 
 
 def _matmul(causal: bool, gqa: bool):
@@ -77,7 +78,7 @@ FAMILIES: dict[str, Family] = {
                          _flash_sm90),
     "unfused": Family("unfused", "three kernels: scores (mma.sync), row softmax, output (mma.sync)",
                       ("block_m", "block_n", "block_k", "warps", "stages"),
-                      {"block_m": "bm", "block_n": "bn", "block_k": "bk", "warps": "w", "stages": "st"},
+                      {"block_m": "bm", "block_n": "bn", "block_k": "bk", "stages": "st"},
                       ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40),
                       _unfused),
     "matmul_sm80": Family("matmul_sm80", "tiled matmul, mma.sync, contraction streamed through SMEM",
@@ -216,6 +217,11 @@ def symbol_values(kernel: str, shape: Mapping, configs: Iterable[Mapping]) -> di
     else:
         vals = {"B": shape["B"], "H": shape["H"], "N": shape["N_q"], "M": shape["N_k"],
                 "d": shape["d"], "Hk": shape["H_kv"], "g": shape["H"] // shape["H_kv"]}
+    if fam.name == "unfused":
+        # the matmul kernels put 2 warps along n (1 when there is a single warp), the rest along m
+        warps = np.array([int(c["warps"]) for c in configs], dtype=np.float64)
+        vals["wn"] = np.where(warps >= 2, 2.0, 1.0)
+        vals["wm"] = warps / vals["wn"]
     for key, symname in fam.symbols.items():
         try:
             vals[symname] = np.array([int(c[key]) for c in configs], dtype=np.float64)

@@ -20,7 +20,8 @@ from typing import Mapping
 
 import sympy as sp
 
-from diagrams.core import (Array, Contraction, DiagramError, NormalizedContraction, Op, Partition, costs_dict)
+from diagrams.core import (Array, Contraction, DiagramError, NormalizedContraction, OnlineSoftmax, Op, Partition,
+                           costs_dict)
 from diagrams.diagram import Diagram, Program, as_program
 
 from .symbolic import TriangleTiles
@@ -203,6 +204,18 @@ class _Nest:
                 last = i
         return self.block_streams[: last + 1]
 
+    def unit_streams_through(self, axes: set[str]) -> list[Partition]:
+        """Register-level stream loops (inside the warp loop) enclosing a use over `axes`."""
+        last = -1
+        for i, p in enumerate(self.unit_streams):
+            if p.axis_name in axes:
+                last = i
+        return self.unit_streams[: last + 1]
+
+    def unit_steps(self, loops: list[Partition]) -> sp.Expr:
+        """Iterations of register-level stream loops, relative to the block tile."""
+        return sp.Mul(*[self.div(self.block_tile(p.axis_name), p.size) for p in loops])
+
     def block_steps(self, loops: list[Partition]) -> sp.Expr:
         """Sum over blocks of the iterations of `loops`, with triangular masks pruning chunks."""
         total = self.blocks()
@@ -245,7 +258,10 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     for x in d.inputs():
         carried = set(x.axis_names)
         consumers = d.consumers(x.name)
-        use_loops = nest.streams_through(set().union(*[_space(c) for c in consumers]) if consumers else set())
+        use_axes = set().union(*[_space(c) for c in consumers]) if consumers else set()
+        use_loops = nest.streams_through(use_axes)
+        # operands are read at every use: inner register-level chunks and every pass of a multi-pass op
+        reads = nest.unit_steps(nest.unit_streams_through(use_axes)) * max([getattr(c, "passes", 1) for c in consumers] or [1])
         if d.level_of(x) == "smem":
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
@@ -253,10 +269,10 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True,
                                       any(a in stream_stage for a in carried)))
             transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"),
-                                      nest.block_steps(use_loops) * units, x.itemsize))
+                                      nest.block_steps(use_loops) * units * reads, x.itemsize))
         else:
             transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"),
-                                      nest.block_steps(use_loops) * units, x.itemsize))
+                                      nest.block_steps(use_loops) * units * reads, x.itemsize))
 
     # --- outputs: written once per block tile (per chunk when they carry a streamed axis) ---
     for x in d.output_arrays():
@@ -272,12 +288,20 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         acc_itemsize = 4 if isinstance(op, (Contraction, NormalizedContraction)) else out.itemsize
         unit_level = "smem" if level == "smem" else "reg"
         residents.append(Resident(out.name, level, nest.tile(out, unit_level), 1, max(acc_itemsize, out.itemsize)))
-        if isinstance(op, NormalizedContraction):
+        if isinstance(op, (NormalizedContraction, OnlineSoftmax)):
             for st in op.state_arrays():
                 residents.append(Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize))
-            scores_producer = d.producer(op.scores.name)
-            if scores_producer is None:  # scores arrive from outside: they occupy a register tile too
-                residents.append(Resident(op.scores.name, "reg", nest.tile(op.scores, "reg"), 1, 4))
+            scores = op.inputs[0]
+            if d.producer(scores.name) is None:  # scores arrive from outside: they occupy a register tile too
+                residents.append(Resident(scores.name, "reg", nest.tile(scores, "reg"), 1, 4))
+
+    # --- outputs written chunk by chunk from a register-level stream ---
+    for t in transfers:
+        if t.boundary == "reg->global":
+            out = d.arrays()[t.array]
+            loops = nest.unit_streams_through(set(out.axis_names))
+            if loops:
+                t.tile_elements, t.count = nest.tile(out, "reg"), t.count * units * nest.unit_steps(loops)
 
     # --- work: rule x executed points ---
     for op in d.ordered_ops():
@@ -296,6 +320,12 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             add_flops(costs_dict(op.rescale_costs), steps * nest.tile(rows, "smem"))
             add_flops(costs_dict(op.out_rescale_costs), steps * nest.tile(op.output, "smem"))
             add_flops(costs_dict(op.finalize_costs), nest.blocks() * nest.tile(op.output, "smem"))
+        if isinstance(op, OnlineSoftmax):
+            # pass 1 rescales the running state once per chunk (block- or register-level)
+            loops = nest.streams_through({op.axis_name})
+            unit_loops = nest.unit_streams_through({op.axis_name})
+            steps = nest.block_steps(loops) * units * nest.unit_steps(unit_loops)
+            add_flops(costs_dict(op.rescale_costs), steps * nest.tile(op.state_arrays()[0], "reg"))
 
     steps_total = nest.block_steps(nest.block_streams)
     stages = sp.Max(*([p.stages for p in nest.block_streams] or [1]))

@@ -229,6 +229,8 @@ def _pred_time(pred: Any) -> tuple[float | None, str | None, float | None]:
     """(time_s, bottleneck, hbm_bytes) of a Prediction or dict; time None if unusable."""
     if pred is None:
         return None, None, None
+    if not isinstance(pred, Mapping) and not hasattr(pred, "time_s") and hasattr(pred, "as_dict"):
+        pred = pred.as_dict()
     get = (lambda k: pred.get(k)) if isinstance(pred, Mapping) else (lambda k: getattr(pred, k, None))
     t = get("time_s")
     if get("feasible") is False:

@@ -87,14 +87,14 @@ class Sm90Config:
         return self.block_n * self.head_dim * elem_bytes
 
     def mbarrier_bytes(self) -> int:
-        """Q full + (K full, K empty, V full, V empty) per stage, 8 bytes each."""
-        return MBARRIER_BYTES * (1 + 4 * self.stages)
+        """Q full, Q empty + (K full, K empty, V full, V empty) per stage, 8 bytes each."""
+        return MBARRIER_BYTES * (2 + 4 * self.stages)
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Exact dynamic shared memory the kernel requests:
 
         1024 (alignment slack) + block_m*d*e (Q) + stages * 2 * block_n*d*e (K + V chunks)
-        + 8 * (1 + 4*stages) (mbarriers).  Static shared memory is 0.
+        + 8 * (2 + 4*stages) (mbarriers).  Static shared memory is 0.
         """
         return (ALIGN_SLACK_BYTES + self.q_tile_bytes(elem_bytes)
                 + self.stages * 2 * self.kv_chunk_bytes(elem_bytes) + self.mbarrier_bytes())
@@ -137,9 +137,9 @@ def kernel_instance(cfg: Sm90Config, dtype: str, causal: bool) -> str:
         f"typedef {traits} T_{name};\n"
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
-        f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int H, int H_kv, int N_q, int N_k,\n"
-        f"    float scale_log2) {{\n"
-        f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, H, H_kv, N_q, N_k, scale_log2);\n"
+        f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
+        f"    int N_k, float scale_log2) {{\n"
+        f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2);\n"
         f"}}\n"
     )
 
@@ -266,7 +266,9 @@ def _nvrtc_cupy(src: str, name: str, opts: list[str]) -> bytes:
     from cupy_backends.cuda.libs import nvrtc as _nv  # type: ignore
 
     headers = _header_texts()
-    prog = _nv.createProgram(src, name + ".cu", list(headers.values()), list(headers.keys()))
+    # createProgram takes str for source and name but bytes for header texts and include names
+    prog = _nv.createProgram(src, name + ".cu", [t.encode() for t in headers.values()],
+                             [k.encode() for k in headers.keys()])
     try:
         try:
             _nv.compileProgram(prog, opts)
@@ -354,12 +356,10 @@ def compile_cubin(cfg: Sm90Config, dtype: str, causal: bool, defines: tuple[str,
                 else:
                     raise ValueError(f"unknown backend {b!r}")
                 break
-            except ImportError as exc:
-                errors.append(f"{b}: {exc}")
-            except RuntimeError as exc:
-                errors.append(f"{b}: {exc}")
+            except Exception as exc:  # noqa: BLE001 -- try the next backend
                 if "failed for" in str(exc):  # a real compile error: do not mask it
                     raise
+                errors.append(f"{b}: {exc!r}")
         if cubin is None:
             raise RuntimeError("could not compile the sm90 kernel:\n" + "\n".join(errors))
         try:
@@ -518,8 +518,8 @@ def _check_inputs(q, k, v, config: Sm90Config | None, scale: float):
         raise ValueError(f"head dim d={d} not supported by the sm90 kernel (supported: {SUPPORTED_HEAD_DIMS})")
     if config is not None and config.head_dim != d:
         raise ValueError(f"config {config} is for head_dim={config.head_dim}, inputs have d={d}")
-    if H > 65535 or B > 65535 or max(N_q, N_k) >= 2**31 - 256:
-        raise ValueError(f"problem too large for the grid: B={B}, H={H}, N_q={N_q}, N_k={N_k}")
+    if max(N_q, N_k) >= 2**31 - 256 or B * H * -(-N_q // 64) >= 2**31:
+        raise ValueError(f"problem too large for 32-bit tile indices: B={B}, H={H}, N_q={N_q}, N_k={N_k}")
     es = q.element_size()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(3) != 1:
@@ -530,12 +530,38 @@ def _check_inputs(q, k, v, config: Sm90Config | None, scale: float):
                                  f"(TMA requirement); call .contiguous()")
         if t.data_ptr() % 16:
             raise ValueError(f"{name} data pointer is not 16-byte aligned (TMA requirement); call .clone()")
-    major, minor = torch.cuda.get_device_capability(q.device)
+    major, minor = _capability(q.device)
     if (major, minor) != (9, 0):
         raise RuntimeError(f"the sm90 kernel needs an sm_90 (Hopper) GPU, {torch.cuda.get_device_name(q.device)} "
                            f"is sm_{major}{minor}")
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be a positive finite number, got {scale}")
+
+
+_launch_cache: dict[tuple, int] = {}
+_dev_cache: dict[tuple, object] = {}
+# Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
+PERSISTENT = True
+# Compile-time variant used by default (see the macros at the top of flash_fwd_sm90.cuh).
+DEFAULT_DEFINES: tuple[str, ...] = ()
+
+
+def _capability(device):
+    import torch
+
+    key = ("cap", device.index)
+    if key not in _dev_cache:
+        _dev_cache[key] = torch.cuda.get_device_capability(device)
+    return _dev_cache[key]
+
+
+def _num_sms(index: int) -> int:
+    import torch
+
+    key = ("sms", index)
+    if key not in _dev_cache:
+        _dev_cache[key] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _dev_cache[key]
 
 
 def _tma_dims(t):
@@ -579,7 +605,7 @@ def default_config(d: int, causal: bool) -> Sm90Config:
 
 def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | None = None,
                          scale: float | None = None, return_lse: bool = False, out=None,
-                         _defines: tuple[str, ...] = (), _debug_buffer=None):
+                         _defines: tuple[str, ...] | None = None, _debug_buffer=None, _persistent=None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other
@@ -592,6 +618,8 @@ def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | Non
     """
     import torch
 
+    if _defines is None:
+        _defines = DEFAULT_DEFINES
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
         raise ValueError(f"q must be a 4-D torch.Tensor (B, H, N_q, d), got {getattr(q, 'shape', type(q))}")
     if scale is None:
@@ -610,28 +638,33 @@ def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | Non
     elif tuple(out.shape) != (B, H, N_q, d) or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
         raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {(B, H, N_q, d)} on {q.device}")
     lse = torch.empty((B, H, N_q), dtype=torch.float32, device=q.device) if return_lse else None
-    grid = (triton_cdiv(N_q, config.block_m), H, B)
     l_ptr = lse.data_ptr() if lse is not None else 0
     if _debug_buffer is not None:
         l_ptr = _debug_buffer.data_ptr()
 
+    persistent = PERSISTENT if _persistent is None else bool(_persistent)
+    num_tiles = triton_cdiv(N_q, config.block_m) * H * B
     drv = _get_driver()
     with torch.cuda.device(dev):
         drv.use_device(dev)
-        if smem > drv.max_smem_optin(dev):
-            raise ValueError(f"config {config} needs {smem} B of shared memory, the device allows "
-                             f"{drv.max_smem_optin(dev)}")
-        cubin = compile_cubin(config, dtype, bool(causal), tuple(_defines))
-        fn = drv.function(dev, (config, dtype, bool(causal), tuple(_defines)), cubin,
-                          kernel_name(config, dtype, bool(causal)), smem)
+        key = (dev, config, dtype, bool(causal), tuple(_defines))
+        fn = _launch_cache.get(key)
+        if fn is None:
+            if smem > drv.max_smem_optin(dev):
+                raise ValueError(f"config {config} needs {smem} B of shared memory, the device allows "
+                                 f"{drv.max_smem_optin(dev)}")
+            cubin = compile_cubin(config, dtype, bool(causal), tuple(_defines))
+            fn = drv.function(dev, key, cubin, kernel_name(config, dtype, bool(causal)), smem)
+            _launch_cache[key] = fn
+        grid = (min(num_tiles, _num_sms(dev)) if persistent else num_tiles, 1, 1)
         dq, sq = _tma_dims(q)
         dk_, sk = _tma_dims(k)
         dv, sv = _tma_dims(v)
         tmq = drv.tensor_map(dtype, q.data_ptr(), dq, sq, [64, config.block_m, 1, 1])
         tmk = drv.tensor_map(dtype, k.data_ptr(), dk_, sk, [64, config.block_n, 1, 1])
         tmv = drv.tensor_map(dtype, v.data_ptr(), dv, sv, [64, config.block_n, 1, 1])
-        args = [tmq, tmk, tmv, ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(l_ptr), ctypes.c_int(H),
-                ctypes.c_int(H_kv), ctypes.c_int(N_q), ctypes.c_int(N_k),
+        args = [tmq, tmk, tmv, ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(l_ptr), ctypes.c_int(B),
+                ctypes.c_int(H), ctypes.c_int(H_kv), ctypes.c_int(N_q), ctypes.c_int(N_k),
                 ctypes.c_float(float(scale) * 1.4426950408889634)]
         stream = torch.cuda.current_stream(dev).cuda_stream
         drv.launch(fn, grid, (config.threads, 1, 1), smem, stream, args)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -27,7 +26,6 @@ from iomodel.validate import (
 from validation.run import (
     FakeEnv,
     KernelFamily,
-    PlannedRow,
     Predictor,
     SweepOptions,
     build_plan,
@@ -440,3 +438,45 @@ def test_cli_help_and_dry_run_without_torch(tmp_path):
     r = subprocess.run([sys.executable, "-m", "validation", "run", "--out", str(tmp_path / "x.json")],
                        capture_output=True, text=True, env=env, cwd=REPO)
     assert r.returncode == 2 and r.stderr.startswith("error: ImportError")
+
+
+# --------------------------------------------------------------------------- timing and clock helpers
+
+def test_choose_repeats():
+    from validation.timing import choose_repeats
+
+    assert choose_repeats(1e-3) == 120
+    assert choose_repeats(1.0) == 20
+    assert choose_repeats(1e-7) == 200
+    assert choose_repeats(0.0) == 20 and choose_repeats(float("nan")) == 20
+
+
+def test_fake_timer_median_and_rotation():
+    from validation.timing import FakeTimer
+
+    seen = []
+    t = FakeTimer(lambda fn, inputs: 2e-3, repeats=21, noise=0.0)
+    res = t(lambda *a: seen.append(a[0]), [(0,), (1,), (2,)])
+    assert res.median_s == pytest.approx(2e-3) and res.repeats == 21 and res.input_sets == 3
+    assert set(seen) == {0, 1, 2}
+
+
+def test_clock_sampler_with_fake_nvidia_smi(tmp_path, monkeypatch):
+    from validation.ceilings import ClockSampler
+
+    script = tmp_path / "nvidia-smi"
+    # refuses the UUID, answers for the index
+    script.write_text('#!/bin/sh\ncase "$*" in *GPU-*) echo "No devices were found" >&2; exit 6;; esac\necho 1980\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    import time as _time
+
+    with ClockSampler(["GPU-nope", "0"], period_s=0.02) as s:
+        _time.sleep(0.4)
+    assert s.device_id == "0"
+    assert s.median_hz() == pytest.approx(1.98e9)
+    assert len(s.samples) >= 2
+    script.write_text("#!/bin/sh\necho broken >&2\nexit 9\n")
+    with ClockSampler([None], period_s=0.02) as s:
+        _time.sleep(0.1)
+    assert s.median_hz() is None and s.error == "broken"

@@ -139,10 +139,15 @@ class CeilingResult:
 
 
 class ClockSampler:
-    """Samples the SM clock with nvidia-smi in a background thread."""
+    """Samples the SM clock with nvidia-smi in a background thread.
 
-    def __init__(self, device_id: str | None = None, period_s: float = 0.1):
-        self.device_id = device_id
+    ``device_ids``: ids to try in turn (UUID, index); ``None`` means the first GPU listed."""
+
+    def __init__(self, device_ids: list[str | None] | str | None = None, period_s: float = 0.1):
+        if not isinstance(device_ids, list):
+            device_ids = [device_ids]
+        self.candidates = device_ids
+        self.device_id = device_ids[0]
         self.period_s = period_s
         self.samples: list[float] = []
         self.error: str | None = None
@@ -173,7 +178,19 @@ class ClockSampler:
             self.error = f"cannot parse nvidia-smi output {out.stdout!r}"
             return None
 
+    def _pick_device(self) -> bool:
+        """Use the first candidate id nvidia-smi answers for."""
+        for cand in self.candidates:
+            self.device_id = cand
+            v = self._query()
+            if v is not None and v > 0:
+                self.samples.append(v)
+                return True
+        return False
+
     def _loop(self) -> None:
+        if not self._pick_device():
+            return
         while not self._stop.is_set():
             v = self._query()
             if v is not None and v > 0:
@@ -201,20 +218,23 @@ class ClockSampler:
         return statistics.median(self.samples) * 1e6 if self.samples else None
 
 
-def _nvidia_smi_device_id(torch) -> str | None:
-    """An id nvidia-smi accepts for the current torch device (UUID if torch has it)."""
+def _nvidia_smi_device_ids(torch) -> list[str | None]:
+    """Ids nvidia-smi may accept for the current torch device, best first:
+    its UUID, the first entry of CUDA_VISIBLE_DEVICES, then the first GPU listed."""
+    ids: list[str | None] = []
     try:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         uuid = getattr(props, "uuid", None)
         if uuid:
             text = str(uuid)
-            return text if text.startswith("GPU-") else f"GPU-{text}"
+            ids.append(text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}")
     except Exception:  # noqa: BLE001 - best effort
         pass
     vis = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     if vis:
-        return vis
-    return str(torch.cuda.current_device())
+        ids.append(vis)
+    ids.append(None)
+    return ids
 
 
 def _fallback_clock_hz(torch, spec) -> tuple[float | None, str]:
@@ -257,7 +277,6 @@ def measure_gemm(torch, n: int = 8192, repeats: int = 10) -> float:
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     t = _event_median_s(torch, lambda: torch.matmul(a, b, out=c), warmup=3, repeats=repeats)
-    del a, b, c
     return 2.0 * n**3 / t
 
 
@@ -265,7 +284,6 @@ def measure_copy(torch, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     src = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
     t = _event_median_s(torch, lambda: dst.copy_(src), warmup=3, repeats=repeats)
-    del src, dst
     return 2.0 * nbytes / t
 
 
@@ -351,7 +369,7 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
 
     rates: dict[str, float] = {}
     if module is not None:
-        sampler = ClockSampler(_nvidia_smi_device_id(torch))
+        sampler = ClockSampler(_nvidia_smi_device_ids(torch))
         with sampler:
             for f, (kname, _instr) in unit_fields.items():
                 try:

@@ -73,21 +73,31 @@ def diagnose(o, ref, tag=""):
     return "\n    ".join(msg)
 
 
-def time_fn(fn, warmup=5, reps=25):
+def time_fn(fn, warmup=3, reps=21, min_batch_s=2e-3):
+    """Median over `reps` batches of back-to-back calls (CUDA events around each batch; a batch
+    lasts >= min_batch_s so host launch overhead overlaps the GPU work), seconds per call."""
     import torch
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    a = torch.cuda.Event(enable_timing=True)
+    b = torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    inner = max(1, min(50, math.ceil(min_batch_s / max(a.elapsed_time(b) / 1e3, 1e-6))))
     ts = []
     for _ in range(reps):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(inner):
+            fn()
         b.record()
         b.synchronize()
-        ts.append(a.elapsed_time(b))
+        ts.append(a.elapsed_time(b) / inner)
     ts.sort()
     return ts[len(ts) // 2] / 1e3
 
@@ -153,7 +163,18 @@ def correctness_cases():
         cases.append((cfg, "bf16", 1, 4, 2, 1000, 1000, True, 1.0, "bnhd"))
         cases.append((cfg, "bf16", 1, 2, 2, 1000, 1000, False, 8.0, "bhnd"))  # large-magnitude scores
         cases.append((cfg, "fp16", 1, 2, 2, 1000, 1000, True, 8.0, "bhnd"))
+        # more tiles than SMs: several tiles per persistent CTA, empty causal tiles (N_q > N_k)
+        cases.append((cfg, "bf16", 4, 8, 8, 2000, 2000, True, 1.0, "bhnd"))
+        cases.append((cfg, "bf16", 4, 8, 2, 2000, 2000, False, 1.0, "bhnd"))
+        cases.append((cfg, "fp16", 2, 16, 4, 2000, 300, True, 1.0, "bhnd"))
+        cases.append((cfg, "bf16", 3, 12, 3, 1500, 2500, True, 1.0, "bnhd"))
     return cases
+
+
+def split_defines(defines):
+    """'NONPERSIST' in the phase's defines selects the non-persistent grid."""
+    d = tuple(x for x in defines if x != "NONPERSIST")
+    return d, ("NONPERSIST" not in defines)
 
 
 def run_case(case, defines=()):
@@ -177,8 +198,9 @@ def run_case(case, defines=()):
         q, k, v = q, k, v  # views, not contiguous
     scale = 1.0 / math.sqrt(d)
     out = torch.full((B, H, N_q, d), float("nan"), device="cuda", dtype=dt)
+    defs, persistent = split_defines(defines)
     o, lse = sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True,
-                                       out=out, _defines=tuple(defines))
+                                       out=out, _defines=defs, _persistent=persistent)
     torch.cuda.synchronize()
     ref, ref_lse = reference(q, k, v, causal, scale)
     nan = int(torch.isnan(o).sum())
@@ -253,7 +275,9 @@ def phase_bench(results, configs=None, defines=()):
             if cfg.head_dim != d:
                 continue
             try:
-                fn = lambda: sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg, _defines=defines)  # noqa: E731
+                defs, pers = split_defines(defines)
+                fn = lambda: sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg, _defines=defs,  # noqa: E731
+                                                       _persistent=pers)
                 o = fn()
                 torch.cuda.synchronize()
                 e = rel_err(o, ref) if ref is not None else float("nan")
@@ -337,7 +361,7 @@ def main():
         child(a.child, defines)
         return
     t0 = time.time()
-    limits = {"report": 120, "debug_s": 90, "correct": 150, "bench": 200, "sanitize": 120}
+    limits = {"report": 120, "debug_s": 60, "correct": 110, "bench": 90, "sanitize": 120}
     for spec in a.phases.split(","):
         phase, _, defs = spec.partition(":")
         left = a.budget - (time.time() - t0)

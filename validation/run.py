@@ -10,6 +10,7 @@ at module import time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -505,6 +506,9 @@ class FakeEnv:
     def memory_problem(self, kernel: str, shape) -> str | None:
         return None
 
+    def checking(self, kernel: str):
+        return contextlib.nullcontext()
+
     def _time_of(self, fn, inputs) -> float:
         return fn(*inputs[0])["time_s"]
 
@@ -546,18 +550,23 @@ class TorchEnv:
         try:
             import kernels
             from kernels import configs as kc
-
-            fams["flash_sm80"] = KernelFamily(
-                "flash_sm80", list(kc.SHIPPED_FLASH),
-                lambda cfg, q, k, v, causal=False: kernels.flash_attention(q, k, v, causal=causal, config=cfg))
-            fams["unfused"] = KernelFamily(
-                "unfused", list(kc.SHIPPED_MATMUL),
-                lambda cfg, q, k, v, causal=False: kernels.attention_unfused(q, k, v, causal=causal, config=cfg),
-                head_dim_specific=False)
         except Exception as exc:  # noqa: BLE001
             why = f"import kernels failed: {_short_error(exc)}"
             fams["flash_sm80"] = KernelFamily("flash_sm80", skip=why)
             fams["unfused"] = KernelFamily("unfused", skip=why)
+        else:
+            for name, attr, shipped, by_d in (("flash_sm80", "flash_attention", "SHIPPED_FLASH", True),
+                                              ("unfused", "attention_unfused", "SHIPPED_MATMUL", False)):
+                fn = getattr(kernels, attr, None)
+                cfgs = getattr(kc, shipped, None)
+                if fn is None or cfgs is None:
+                    missing = f"kernels.{attr}" if fn is None else f"kernels.configs.{shipped}"
+                    fams[name] = KernelFamily(name, skip=f"{missing} not found")
+                    continue
+                fams[name] = KernelFamily(
+                    name, list(cfgs),
+                    lambda cfg, q, k, v, causal=False, _fn=fn: _fn(q, k, v, causal=causal, config=cfg),
+                    head_dim_specific=by_d)
         if self.compute_capability[0] != 9:
             fams["flash_sm90"] = KernelFamily(
                 "flash_sm90", skip=f"needs sm_90a; this device is sm_{self.compute_capability[0]}{self.compute_capability[1]}")
@@ -568,7 +577,7 @@ class TorchEnv:
                 fams["flash_sm90"] = KernelFamily(
                     "flash_sm90", list(sm90.SHIPPED_SM90),
                     lambda cfg, q, k, v, causal=False: sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg))
-            except (ImportError, AttributeError) as exc:
+            except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError, or a broken module
                 fams["flash_sm90"] = KernelFamily("flash_sm90", skip=f"kernels.sm90 unavailable: {_short_error(exc)}")
         return fams
 
@@ -649,6 +658,34 @@ class TorchEnv:
                     f"(fp32 S + 16-bit P), {free / 2**30:.1f} GiB free")
         return None
 
+    @contextlib.contextmanager
+    def checking(self, kernel: str):
+        """For the correctness call of our kernels: the kernels' debug mode, which
+        NaN-poisons the output first (unwritten tiles show up) and synchronizes
+        after each launch (errors surface at their launch).  Off for timing."""
+        set_debug = None
+        if kernel in OUR_KERNELS:
+            try:
+                import kernels
+
+                set_debug = getattr(kernels, "set_debug", None)
+            except Exception:  # noqa: BLE001
+                set_debug = None
+        if set_debug is None:
+            yield
+            return
+        try:
+            from kernels._runtime import debug_enabled
+
+            before = bool(debug_enabled())
+        except Exception:  # noqa: BLE001
+            before = False
+        set_debug(True)
+        try:
+            yield
+        finally:
+            set_debug(before)
+
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
@@ -723,8 +760,9 @@ def execute_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any], pred
         if problem:
             rec["error"] = problem
             return rec
-        out = fn(*inputs[0])
-        env.sync()
+        with env.checking(row.kernel):
+            out = fn(*inputs[0])
+            env.sync()
         err, finite = env.check(out, ref)
         del out
         rec["max_rel_err"] = err if finite else None

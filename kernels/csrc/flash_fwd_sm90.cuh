@@ -13,15 +13,20 @@
 //
 // Shared memory (dynamic, see Sm90Config.smem_bytes in kernels/sm90.py):
 //     1024 (alignment slack) + Q (block_m*d*2) + stages * (K + V) (2*block_n*d*2)
-//     + 8 * (1 + 4*stages) mbarriers.
+//     + 8 * (2 + 4*stages) mbarriers.
 // Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
 // elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
 //
 // Compile-time switches (macros): SM90_NO_OVERLAP (sequential S / softmax / PV per chunk),
+// SM90_PINGPONG (named-barrier turn taking between the two consumer warpgroups),
 // SM90_DEBUG_S (write the first raw S tile to L and stop), SM90_WATCHDOG (trap on a hung wait).
 #pragma once
 #include "sm90_common.cuh"
 #include "sm90_wgmma.cuh"
+
+#if defined(SM90_PINGPONG) && (defined(SM90_NO_OVERLAP) || defined(SM90_DEBUG_S))
+#error "SM90_PINGPONG needs the overlapped main loop"
+#endif
 
 namespace sm90 {
 
@@ -43,7 +48,7 @@ struct FwdTraits {
     static constexpr u32 kOffK = kBytesQ;
     static constexpr u32 kOffV = kOffK + kStages * kBytesKV;
     static constexpr u32 kOffBar = kOffV + kStages * kBytesKV;
-    static constexpr u32 kNumBars = 1 + 4 * kStages;
+    static constexpr u32 kNumBars = 2 + 4 * kStages;  // Q full/empty + K,V full/empty per stage
     static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
     // Register split after setmaxnreg (total must fit the 64K-register file at 1 CTA / SM).
     static constexpr u32 kProducerRegs = 24;
@@ -54,6 +59,11 @@ struct FwdTraits {
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "head_dim");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA box rows <= 256");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "registers");
+#ifdef SM90_PINGPONG
+    static constexpr bool kPingpong = kConsumers == 2;
+#else
+    static constexpr bool kPingpong = false;
+#endif
 };
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -62,6 +72,21 @@ __device__ __forceinline__ float shfl_xor(float v, int m) {
     float r;
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
     return r;
+}
+
+// Pingpong between the two consumer warpgroups (named barriers 1 and 2, 256 threads each): a
+// warpgroup waits for its turn before issuing its wgmmas and hands the turn to the other one right
+// after, so one warpgroup's softmax runs under the other's matrix products.  Warpgroup 1 grants
+// the first turn to warpgroup 0 and skips its last hand-over, so arrivals and waits balance.
+template <class T>
+__device__ __forceinline__ void turn_wait(int cw) {
+    if constexpr (T::kPingpong) named_bar_sync(1 + cw, 256);
+}
+template <class T>
+__device__ __forceinline__ void turn_pass(int cw, bool last) {
+    if constexpr (T::kPingpong) {
+        if (!(last && cw == 1)) named_bar_arrive(1 + (cw ^ 1), 256);
+    }
 }
 
 // S = Q K^T for one 64-row warpgroup slice: A (Q) and B (K chunk) both K-major in SMEM.
@@ -177,11 +202,36 @@ __device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
     for (int i = 0; i < N; ++i) reg_fence(r[i]);
 }
 
+// Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Tiles of one head are adjacent (K/V
+// reuse in L2); with causal masking the longest rows (largest m_block) of each head come first.
+template <class T>
+struct TileInfo {
+    int m_block, h, b, n_blocks;
+    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int N_q, int N_k) {
+        const int hb = t / num_m;
+        const int mi = t - hb * num_m;
+        m_block = T::kCausal ? num_m - 1 - mi : mi;
+        h = hb % H;
+        b = hb / H;
+        n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
+        if constexpr (T::kCausal) {
+            int last = (m_block + 1) * T::kBlockM - 1 + (N_k - N_q);
+            last = last < N_k - 1 ? last : N_k - 1;
+            const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
+            n_blocks = nb < n_blocks ? nb : n_blocks;
+        }
+    }
+};
+
+// Persistent when gridDim.x < number of tiles: each CTA walks tiles blockIdx.x, +gridDim.x, ...
+// The K/V ring's stage / phase run on across tiles, so the producer fetches the next tile's first
+// chunks (and its Q, once the consumers released the Q buffer) while the consumers finish the
+// current tile and write it out.
 template <class T>
 __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK,
                                                const TmaDesc& tmV, u16* __restrict__ O,
-                                               float* __restrict__ L, int H, int H_kv, int N_q,
-                                               int N_k, float scale_log2) {
+                                               float* __restrict__ L, int B, int H, int H_kv,
+                                               int N_q, int N_k, float scale_log2) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -189,28 +239,22 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const u32 sV = smem0 + T::kOffV;
     const u32 sBar = smem0 + T::kOffBar;
     constexpr int S = T::kStages;
-    const u32 barQ = sBar;
-    auto fullK = [&](int s) { return sBar + 8u * (1 + s); };
-    auto emptyK = [&](int s) { return sBar + 8u * (1 + S + s); };
-    auto fullV = [&](int s) { return sBar + 8u * (1 + 2 * S + s); };
-    auto emptyV = [&](int s) { return sBar + 8u * (1 + 3 * S + s); };
+    const u32 fullQ = sBar;
+    const u32 emptyQ = sBar + 8u;
+    auto fullK = [&](int s) { return sBar + 8u * (2 + s); };
+    auto emptyK = [&](int s) { return sBar + 8u * (2 + S + s); };
+    auto fullV = [&](int s) { return sBar + 8u * (2 + 2 * S + s); };
+    auto emptyV = [&](int s) { return sBar + 8u * (2 + 3 * S + s); };
 
-    const int m_block = T::kCausal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-    const int h = blockIdx.y;
-    const int b = blockIdx.z;
-    const int h_kv = h / (H / H_kv);
+    const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
+    const int num_tiles = num_m * H * B;
+    const int group = H / H_kv;
     const int offset = N_k - N_q;  // causal: query row i sees keys j <= i + offset
-    int n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
-    if constexpr (T::kCausal) {
-        int last = (m_block + 1) * T::kBlockM - 1 + offset;
-        last = last < N_k - 1 ? last : N_k - 1;
-        const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
-        n_blocks = nb < n_blocks ? nb : n_blocks;
-    }
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
-        mbar_init(barQ, 1);
+        mbar_init(fullQ, 1);
+        mbar_init(emptyQ, 128 * T::kConsumers);
 #pragma unroll
         for (int s = 0; s < S; ++s) {
             mbar_init(fullK(s), 1);
@@ -225,33 +269,42 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     if (warpgroup == 0) {
         // ------------------------------------------------------------------ producer
         setmaxnreg_dec<T::kProducerRegs>();
-        if (threadIdx.x == 0 && n_blocks > 0) {
+        if (threadIdx.x == 0) {
             tma_prefetch_desc(&tmQ);
             tma_prefetch_desc(&tmK);
             tma_prefetch_desc(&tmV);
-            mbar_arrive_expect_tx(barQ, T::kBytesQ);
-#pragma unroll
-            for (int db = 0; db < T::kDBlocks; ++db)
-                tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, barQ, db * 64, m_block * T::kBlockM, h, b);
             int stage = 0;
             u32 phase = 0;
-            for (int it = 0; it < n_blocks; ++it) {
-                const int n = n_blocks - 1 - it;
-                mbar_wait(emptyK(stage), phase ^ 1);
-                mbar_arrive_expect_tx(fullK(stage), T::kBytesKV);
+            u32 q_phase = 0;
+            for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+                const TileInfo<T> ti(t, num_m, H, N_q, N_k);
+                if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
+                const int h_kv = ti.h / group;
+                mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
+                mbar_arrive_expect_tx(fullQ, T::kBytesQ);
 #pragma unroll
                 for (int db = 0; db < T::kDBlocks; ++db)
-                    tma_load_4d(sK + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmK, fullK(stage),
-                                db * 64, n * T::kBlockN, h_kv, b);
-                mbar_wait(emptyV(stage), phase ^ 1);
-                mbar_arrive_expect_tx(fullV(stage), T::kBytesKV);
+                    tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64, ti.m_block * T::kBlockM,
+                                ti.h, ti.b);
+                q_phase ^= 1;
+                for (int it = 0; it < ti.n_blocks; ++it) {
+                    const int n = ti.n_blocks - 1 - it;
+                    mbar_wait(emptyK(stage), phase ^ 1);
+                    mbar_arrive_expect_tx(fullK(stage), T::kBytesKV);
 #pragma unroll
-                for (int db = 0; db < T::kDBlocks; ++db)
-                    tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
-                                db * 64, n * T::kBlockN, h_kv, b);
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
+                    for (int db = 0; db < T::kDBlocks; ++db)
+                        tma_load_4d(sK + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmK, fullK(stage),
+                                    db * 64, n * T::kBlockN, h_kv, ti.b);
+                    mbar_wait(emptyV(stage), phase ^ 1);
+                    mbar_arrive_expect_tx(fullV(stage), T::kBytesKV);
+#pragma unroll
+                    for (int db = 0; db < T::kDBlocks; ++db)
+                        tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
+                                    db * 64, n * T::kBlockN, h_kv, ti.b);
+                    if (++stage == S) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
                 }
             }
         }
@@ -262,149 +315,170 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         const int tid = threadIdx.x % 128;
         const int warp = tid / 32;
         const int lane = tid % 32;
-        const int row0 = m_block * T::kBlockM + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
-        const int tile_row_min = m_block * T::kBlockM;
+        const u32 q_base = sQ + cw * (64 * 128);
+        int stage = 0;
+        u32 phase = 0;
+        u32 q_phase = 0;
 
-        float o[T::kHeadDim / 2];
+        for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+            const TileInfo<T> ti(t, num_m, H, N_q, N_k);
+            const int n_blocks = ti.n_blocks;
+            const int tile_row_min = ti.m_block * T::kBlockM;
+            const int row0 = tile_row_min + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
+
+            float o[T::kHeadDim / 2];
 #pragma unroll
-        for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
-        float m[2] = {neg_inf(), neg_inf()};
-        float l[2] = {0.f, 0.f};
+            for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
+            float m[2] = {neg_inf(), neg_inf()};
+            float l[2] = {0.f, 0.f};
 
-        if (n_blocks > 0) {
-            float s[T::kBlockN / 2];
-            u32 p[T::kBlockN / 4];
-            float alpha[2];
-            const u32 q_base = sQ + cw * (64 * 128);
-            auto need_mask = [&](int n) {
-                return (n + 1) * T::kBlockN > N_k ||
-                       (T::kCausal && (n + 1) * T::kBlockN - 1 > tile_row_min + offset);
-            };
-            mbar_wait(barQ, 0);
+            if (n_blocks > 0) {
+                float s[T::kBlockN / 2];
+                u32 p[T::kBlockN / 4];
+                float alpha[2];
+                auto need_mask = [&](int n) {
+                    return (n + 1) * T::kBlockN > N_k ||
+                           (T::kCausal && (n + 1) * T::kBlockN - 1 > tile_row_min + offset);
+                };
+                mbar_wait(fullQ, q_phase);
+                q_phase ^= 1;
+                if (cw == 1) turn_pass<T>(cw, false);  // warpgroup 0 issues first
 
-            int stage = 0;
-            u32 phase = 0;
-            // ---- first chunk: S, softmax, P
-            {
-                const int n = n_blocks - 1;
-                mbar_wait(fullK(0), 0);
-                wgmma_fence();
-                issue_qk<T>(s, q_base, sK);
-                wgmma_commit();
-                wgmma_wait<0>();
-                fence_regs(s);
-                mbar_arrive(emptyK(0));
-#ifdef SM90_DEBUG_S
+                // ---- first chunk: S, softmax, P
                 {
-                    // raw S of chunk n_blocks-1 -> L[(b,h,m_block)][row in tile][col]
-                    float* dbg = L + ((size_t(b) * gridDim.y + h) * gridDim.x + m_block) *
-                                         (T::kBlockM * T::kBlockN);
-                    const int r = cw * 64 + warp * 16 + lane / 4;
+                    const int n = n_blocks - 1;
+                    mbar_wait(fullK(stage), phase);
+                    turn_wait<T>(cw);
+                    wgmma_fence();
+                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                    wgmma_commit();
+                    turn_pass<T>(cw, false);
+                    wgmma_wait<0>();
+                    fence_regs(s);
+                    mbar_arrive(emptyK(stage));
+                    if (n_blocks == 1) mbar_arrive(emptyQ);
+#ifdef SM90_DEBUG_S
+                    {
+                        // raw S of chunk n_blocks-1 of the CTA's first tile -> L[t][row in tile][col]
+                        float* dbg = L + size_t(t) * (T::kBlockM * T::kBlockN);
+                        const int r = cw * 64 + warp * 16 + lane / 4;
 #pragma unroll
-                    for (int i = 0; i < T::kBlockN / 8; ++i)
+                        for (int i = 0; i < T::kBlockN / 8; ++i)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            dbg[(r + 8 * (e >> 1)) * T::kBlockN + 8 * i + 2 * (lane % 4) + (e & 1)] =
-                                s[4 * i + e];
-                    mbar_wait(fullV(0), 0);
-                    return;
-                }
+                            for (int e = 0; e < 4; ++e)
+                                dbg[(r + 8 * (e >> 1)) * T::kBlockN + 8 * i + 2 * (lane % 4) + (e & 1)] =
+                                    s[4 * i + e];
+                        mbar_wait(fullV(stage), phase);
+                        return;
+                    }
 #endif
-                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
-                online_softmax<T>(s, m, l, alpha, scale_log2);
-                pack_p<T>(p, s);
-            }
+                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    online_softmax<T>(s, m, l, alpha, scale_log2);
+                    pack_p<T>(p, s);
+                }
 #ifdef SM90_NO_OVERLAP
-            // ---- sequential reference schedule: PV of chunk j, then S / softmax of chunk j-1
-            for (int it = 1; it <= n_blocks; ++it) {
+                // ---- sequential reference schedule: PV of chunk j, then S / softmax of chunk j-1
+                for (int it = 1; it <= n_blocks; ++it) {
+                    mbar_wait(fullV(stage), phase);
+                    wgmma_fence();
+                    issue_pv<T>(o, p, sV + stage * T::kBytesKV);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fence_regs(o);
+                    fence_regs(p);
+                    mbar_arrive(emptyV(stage));
+                    if (++stage == S) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                    if (it == n_blocks) break;
+                    const int n = n_blocks - 1 - it;
+                    mbar_wait(fullK(stage), phase);
+                    wgmma_fence();
+                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fence_regs(s);
+                    mbar_arrive(emptyK(stage));
+                    if (it == n_blocks - 1) mbar_arrive(emptyQ);
+                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    online_softmax<T>(s, m, l, alpha, scale_log2);
+                    rescale_o<T>(o, alpha);
+                    pack_p<T>(p, s);
+                }
+#else
+                // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
+                for (int it = 1; it < n_blocks; ++it) {
+                    const int n = n_blocks - 1 - it;
+                    const int pstage = stage;
+                    const u32 pphase = phase;
+                    if (++stage == S) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                    // V(j) was issued before K(j+1): wait for both, then fence once and issue both
+                    // (a wait loop between two wgmma issues makes ptxas inject another fence).
+                    mbar_wait(fullV(pstage), pphase);
+                    mbar_wait(fullK(stage), phase);
+                    turn_wait<T>(cw);
+                    wgmma_fence();
+                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                    wgmma_commit();
+                    issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
+                    wgmma_commit();
+                    turn_pass<T>(cw, false);
+                    wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
+                    fence_regs(s);
+                    mbar_arrive(emptyK(stage));
+                    if (it == n_blocks - 1) mbar_arrive(emptyQ);
+                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    online_softmax<T>(s, m, l, alpha, scale_log2);
+                    wgmma_wait<0>();  // PV(j) done: O and P registers are free again
+                    fence_regs(o);
+                    fence_regs(p);
+                    mbar_arrive(emptyV(pstage));
+                    rescale_o<T>(o, alpha);
+                    pack_p<T>(p, s);
+                }
+                // ---- last PV
                 mbar_wait(fullV(stage), phase);
+                turn_wait<T>(cw);
                 wgmma_fence();
                 issue_pv<T>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();
+                turn_pass<T>(cw, true);
                 wgmma_wait<0>();
                 fence_regs(o);
-                fence_regs(p);
                 mbar_arrive(emptyV(stage));
                 if (++stage == S) {
                     stage = 0;
                     phase ^= 1;
                 }
-                if (it == n_blocks) break;
-                const int n = n_blocks - 1 - it;
-                mbar_wait(fullK(stage), phase);
-                wgmma_fence();
-                issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
-                wgmma_commit();
-                wgmma_wait<0>();
-                fence_regs(s);
-                mbar_arrive(emptyK(stage));
-                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
-                online_softmax<T>(s, m, l, alpha, scale_log2);
-                rescale_o<T>(o, alpha);
-                pack_p<T>(p, s);
-            }
-#else
-            // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
-            for (int it = 1; it < n_blocks; ++it) {
-                const int n = n_blocks - 1 - it;
-                const int pstage = stage;
-                const u32 pphase = phase;
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
-                }
-                // V(j) was issued before K(j+1): wait for both, then fence once and issue both
-                // (a wait loop between two wgmma issues makes ptxas inject another fence).
-                mbar_wait(fullV(pstage), pphase);
-                mbar_wait(fullK(stage), phase);
-                wgmma_fence();
-                issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
-                wgmma_commit();
-                issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
-                wgmma_commit();
-                wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
-                fence_regs(s);
-                mbar_arrive(emptyK(stage));
-                if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
-                online_softmax<T>(s, m, l, alpha, scale_log2);
-                wgmma_wait<0>();  // PV(j) done: O and P registers are free again
-                fence_regs(o);
-                fence_regs(p);
-                mbar_arrive(emptyV(pstage));
-                rescale_o<T>(o, alpha);
-                pack_p<T>(p, s);
-            }
-            // ---- last PV
-            mbar_wait(fullV(stage), phase);
-            wgmma_fence();
-            issue_pv<T>(o, p, sV + stage * T::kBytesKV);
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(o);
-            mbar_arrive(emptyV(stage));
 #endif
-        }
+            }
 
-        // ------------------------------------------------------------------ epilogue
+            // -------------------------------------------------------------- epilogue
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            l[r] += shfl_xor(l[r], 1);
-            l[r] += shfl_xor(l[r], 2);
-        }
-        const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
-        const size_t bh = size_t(b) * H + h;
+            for (int r = 0; r < 2; ++r) {
+                l[r] += shfl_xor(l[r], 1);
+                l[r] += shfl_xor(l[r], 2);
+            }
+            const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+            const size_t bh = size_t(ti.b) * H + ti.h;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = row0 + 8 * r;
-            if (row < N_q) {
-                u16* out = O + (bh * N_q + row) * T::kHeadDim + 2 * (lane % 4);
+            for (int r = 0; r < 2; ++r) {
+                const int row = row0 + 8 * r;
+                if (row < N_q) {
+                    u16* out = O + (bh * N_q + row) * T::kHeadDim + 2 * (lane % 4);
 #pragma unroll
-                for (int i = 0; i < T::kHeadDim / 8; ++i) {
-                    const u32 v = pack2<T::kBF16>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
-                    *reinterpret_cast<u32*>(out + 8 * i) = v;
+                    for (int i = 0; i < T::kHeadDim / 8; ++i) {
+                        const u32 v =
+                            pack2<T::kBF16>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+                        *reinterpret_cast<u32*>(out + 8 * i) = v;
+                    }
+                    if (L != nullptr && (lane % 4) == 0)
+                        L[bh * N_q + row] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
                 }
-                if (L != nullptr && (lane % 4) == 0)
-                    L[bh * N_q + row] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
             }
         }
     }
@@ -415,5 +489,6 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 // Kernel instantiation (the Python side emits this with the config's numbers):
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
-//        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int H, int H_kv, int N_q, int N_k,
-//        float scale_log2) { sm90::flash_fwd_sm90<T>(tmQ, tmK, tmV, O, L, H, H_kv, N_q, N_k, scale_log2); }
+//        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
+//        int N_k, float scale_log2) { sm90::flash_fwd_sm90<T>(tmQ, ..., scale_log2); }
+// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs.

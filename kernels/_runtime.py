@@ -1,0 +1,114 @@
+"""Run-time build (CuPy NVRTC) and launch plumbing shared by the kernel wrappers.
+
+torch and cupy are imported lazily inside the functions.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable
+
+from .build import kernel_source
+
+__all__ = ["get_function", "launch", "debug_enabled", "set_debug", "max_dynamic_smem",
+           "device_arch", "precompile", "NVRTC_OPTIONS", "module_cache_info"]
+
+#: Options passed to NVRTC.  The architecture option is added by CuPy itself,
+#: ``-arch=sm_XY`` of the current device (adding a second
+#: ``--gpu-architecture`` makes NVRTC reject the options: cupy/cupy#3292).
+NVRTC_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+
+_LOCK = threading.Lock()
+_MODULES: dict[tuple, object] = {}        # (header, names, device) -> cupy.RawModule
+_FUNCTIONS: dict[tuple, object] = {}      # (header, name, device) -> cupy.RawKernel
+_DEBUG = os.environ.get("IOMODEL_KERNELS_DEBUG", "") not in ("", "0")
+
+
+def debug_enabled() -> bool:
+    return _DEBUG
+
+
+def set_debug(flag: bool) -> None:
+    """Debug mode: outputs are pre-filled with NaN and every launch is followed by a
+    stream synchronisation that surfaces CUDA errors (also: IOMODEL_KERNELS_DEBUG=1)."""
+    global _DEBUG
+    _DEBUG = bool(flag)
+
+
+def _device_index(device) -> int:
+    return device.index if device.index is not None else 0
+
+
+def device_arch(device) -> str:
+    import cupy
+
+    with cupy.cuda.Device(_device_index(device)) as dev:
+        return "sm_" + dev.compute_capability
+
+
+def max_dynamic_smem(device) -> int:
+    """Opt-in dynamic shared memory per block of `device`, in bytes."""
+    import cupy
+
+    idx = _device_index(device)
+    return int(cupy.cuda.runtime.deviceGetAttribute(
+        cupy.cuda.runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, idx))
+
+
+def get_function(header: str, name: str, all_names: tuple[str, ...], device, smem_bytes: int):
+    """The kernel `name` (a template-id, e.g. ``iom::flash_fwd_kernel<...>``),
+    compiled from csrc/`header` together with `all_names` into one cached module."""
+    import cupy
+
+    idx = _device_index(device)
+    fkey = (header, name, idx)
+    fn = _FUNCTIONS.get(fkey)
+    if fn is not None:
+        return fn
+    mkey = (header, all_names, idx)
+    with _LOCK:
+        mod = _MODULES.get(mkey)
+        if mod is None:
+            mod = cupy.RawModule(code=kernel_source(header), options=NVRTC_OPTIONS,
+                                 name_expressions=list(all_names))
+            _MODULES[mkey] = mod
+    with cupy.cuda.Device(idx):
+        fn = mod.get_function(name)
+        if smem_bytes > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem_bytes
+    _FUNCTIONS[fkey] = fn
+    return fn
+
+
+def module_cache_info() -> dict:
+    return {"modules": len(_MODULES), "functions": len(_FUNCTIONS)}
+
+
+def launch(fn, device, grid: tuple, block: tuple, args: tuple, smem_bytes: int) -> None:
+    """Launch on torch's current stream of `device`; in debug mode synchronise and
+    raise on any CUDA error."""
+    import cupy
+    import torch
+
+    idx = _device_index(device)
+    with cupy.cuda.Device(idx):
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, idx)
+        with stream:
+            fn(grid, block, args, shared_mem=smem_bytes)
+        if _DEBUG:
+            try:
+                stream.synchronize()
+            except Exception as e:  # cupy's CUDA error types
+                raise RuntimeError(f"CUDA error after launching {getattr(fn, 'name', fn)} "
+                                   f"grid={grid} block={block} smem={smem_bytes}: {e}") from e
+
+
+def precompile(jobs: Iterable[Callable[[], object]], workers: int | None = None) -> int:
+    """Run kernel-fetching callables concurrently (NVRTC compiles are independent)."""
+    jobs = list(jobs)
+    workers = workers or min(16, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        for f in [ex.submit(j) for j in jobs]:
+            f.result()
+    return len(jobs)
