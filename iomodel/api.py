@@ -32,6 +32,7 @@ class Family:
     plan: ExecutionPlan
     build: callable              # (causal, gqa) -> diagram or program
     problem: str = "attention"   # which shape fields it takes: attention | matmul | softmax
+    kernel_plans: dict = field(default_factory=dict)  # kernel name -> plan, where a kernel differs from `plan`
 
 
 def _flash_sm80(causal: bool, gqa: bool):
@@ -66,8 +67,8 @@ FAMILIES: dict[str, Family] = {
     "flash_sm80": Family("flash_sm80", "FlashAttention forward, mma.sync + cp.async, synchronous warps",
                          ("block_m", "block_n", "warps", "stages"),
                          {"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
-                         ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40,
-                                       step_latency_cycles=0.0),
+                         ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=56,
+                                       min_reg_overhead=40, interleave_max=1.5, step_latency_cycles_per_warp=60.0),
                          _flash_sm80),
     "flash_sm90": Family("flash_sm90", "FlashAttention forward, wgmma + TMA, warp-specialized",
                          ("block_m", "block_n", "stages", "consumers"),
@@ -79,12 +80,16 @@ FAMILIES: dict[str, Family] = {
     "unfused": Family("unfused", "three kernels: scores (mma.sync), row softmax, output (mma.sync)",
                       ("block_m", "block_n", "block_k", "warps", "stages"),
                       {"block_m": "bm", "block_n": "bn", "block_k": "bk", "stages": "st"},
-                      ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40),
-                      _unfused),
+                      ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40,
+                                    fragment_buffers=2),
+                      _unfused,
+                      kernel_plans={"softmax": ExecutionPlan(overlap="sync", tensor_instruction="mma_sync",
+                                                             reg_overhead=24)}),
     "matmul_sm80": Family("matmul_sm80", "tiled matmul, mma.sync, contraction streamed through SMEM",
                           ("block_m", "block_n", "block_k", "warps", "stages"),
                           {"block_m": "ta", "block_n": "tc", "block_k": "kb", "warps": "w", "stages": "st"},
-                          ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40),
+                          ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40,
+                                        fragment_buffers=2),
                           _matmul, "matmul"),
     "softmax": Family("softmax", "row softmax, rows grouped over blocks of 128 threads",
                       ("rows_per_block",), {"rows_per_block": "rb"},
@@ -197,8 +202,8 @@ def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16") -> P
     diagram = fam.build(causal, gqa)
     prog = as_program(diagram)
     costs = derive(prog, exact=False)
-    plan = ExecutionPlan(**{**fam.plan.__dict__, "dtype": dtype})
-    return build_model(costs, prog.kernels, [plan] * len(prog.kernels))
+    plans = [ExecutionPlan(**{**fam.kernel_plans.get(k.name, fam.plan).__dict__, "dtype": dtype}) for k in prog.kernels]
+    return build_model(costs, prog.kernels, plans)
 
 
 def family(kernel: str) -> Family:

@@ -74,6 +74,7 @@ class KernelCosts:
     residents: list[Resident]
     loop_nest: list[Partition]
     stream_stages: sp.Expr
+    fragment_bytes_per_k: sp.Expr = sp.Integer(0)  # operand bytes per unit of contracted extent, per unit
 
     def bytes_at(self, boundary: str) -> sp.Expr:
         return sp.Add(*[t.nbytes for t in self.transfers if t.boundary == boundary])
@@ -327,11 +328,26 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             steps = nest.block_steps(loops) * units * nest.unit_steps(unit_loops)
             add_flops(costs_dict(op.rescale_costs), steps * nest.tile(op.state_arrays()[0], "reg"))
 
+    # operand fragments: what one unit holds of its SMEM operands per unit of the contracted extent
+    # (the code multiplies by the instruction's k and by how many k-steps it buffers)
+    frag = []
+    for op in d.ordered_ops():
+        if isinstance(op, (Contraction, NormalizedContraction)):
+            contracted = [a for a in op.contracted]
+            per_k = []
+            for x in op.inputs:
+                if d.level_of(x) == "smem":
+                    k_ext = sp.Mul(*[nest.extent(a, "reg") for a in contracted if x.carries(a)])
+                    per_k.append(nest.tile(x, "reg") / k_ext * x.itemsize)
+            if per_k:
+                frag.append(sp.Add(*per_k))
+    fragment = sp.Max(*frag) if len(frag) > 1 else (frag[0] if frag else sp.Integer(0))
+
     steps_total = nest.block_steps(nest.block_streams)
     stages = sp.Max(*([p.stages for p in nest.block_streams] or [1]))
     flops = {u: sp.simplify(v) if exact else v for u, v in flops.items()}
     return KernelCosts(d.name, blocks, units if nest.unit_group else sp.Integer(1), unit_threads, threads,
-                       steps_total, flops, transfers, residents, list(d.partitions), stages)
+                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment)
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

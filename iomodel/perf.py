@@ -40,15 +40,19 @@ class ExecutionPlan:
     """How a kernel family runs a diagram: facts about its code that the diagram does not carry."""
     overlap: str = "sync"
     tensor_instruction: str = "mma_sync"   # "mma_sync" | "wgmma"
-    reg_overhead: int = 40                 # registers per thread for addresses, indices, fragments
+    reg_overhead: int = 40                 # registers per thread for addresses, indices, fragments (typical)
+    min_reg_overhead: int | None = None    # what the compiler can squeeze that to at the 255 cap (None: same)
     extra_threads: int = 0                 # producer warps that hold no tile (warp specialization)
     extra_thread_regs: int | None = None   # their registers after `setmaxnreg` (None: same as the others)
     step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
+    step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
+    interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
     sync_bytes_per_buffer: int = 0         # a 'full' barrier per staged buffer
     sync_bytes_per_stream_buffer: int = 0  # an 'empty' barrier per buffer of a streamed ring
     smem_slack_bytes: int = 0              # alignment slack requested on top
+    fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:
@@ -132,6 +136,7 @@ class CompiledKernel:
             "stages": costs.stream_stages,
             "smem_buffers": costs.smem_buffers,
             "smem_stream_buffers": costs.smem_stream_buffers,
+            "frag_per_thread": costs.fragment_bytes_per_k / (4 * costs.unit_threads),
         }
         for u in ("tensor", "fp32", "exp"):
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
@@ -169,7 +174,13 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     """Every term of the model for one kernel, vectorized over configurations."""
     v = ck.evaluate(values, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
     threads = v["threads"] + plan.extra_threads
-    regs = _ceil_to(v["regs_raw"] + plan.reg_overhead, 8)
+    k_inst = spec.mma_sync_shape[2] if plan.tensor_instruction == "mma_sync" or spec.wgmma is None else spec.wgmma.k
+    data_regs = v["regs_raw"] + plan.fragment_buffers * k_inst * v["frag_per_thread"]
+    squeeze = plan.reg_overhead if plan.min_reg_overhead is None else plan.min_reg_overhead
+    # ptxas fills up to the cap before it spills: a kernel fits when its data plus the least overhead does
+    fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
+    regs = _ceil_to(data_regs + plan.reg_overhead, 8)
+    regs = np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
     smem = (v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"]
             + plan.sync_bytes_per_stream_buffer * v["smem_stream_buffers"] + plan.smem_slack_bytes)
     blocks = v["blocks"]
@@ -199,12 +210,13 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     compute_max = np.maximum.reduce([t["tensor"], t["fp32"], t["exp"], t["smem"]])
     if plan.overlap == "sync":
         # a warp's phases run in sequence; a second resident warp per scheduler fills part of the gaps
-        hide = np.clip(warps_per_sched, 1, 2)
+        hide = np.clip(warps_per_sched, 1, plan.interleave_max)
         compute = np.maximum(compute_max, compute_sum / hide)
     else:
         compute = compute_max
     steps_busiest = v["steps_total"] * share
-    t["sync"] = steps_busiest * plan.step_latency_cycles / rates.clock_hz / np.minimum(occ, per_sm_blocks)
+    latency = plan.step_latency_cycles + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
+    t["sync"] = steps_busiest * latency / rates.clock_hz / np.minimum(occ, per_sm_blocks)
     t["hbm"] = v["hbm_bytes"] / rates.hbm
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
@@ -19,10 +20,17 @@ __all__ = ["get_function", "launch", "debug_enabled", "set_debug", "max_dynamic_
 #: ``--gpu-architecture`` makes NVRTC reject the options: cupy/cupy#3292).
 NVRTC_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 
+_EXTRA_OPTIONS: tuple[str, ...] = ()    # e.g. ("-DIOM_CP_ASYNC_L2_HINT=1",) for A/B experiments
 _LOCK = threading.Lock()
 _MODULES: dict[tuple, object] = {}        # (header, names, device) -> cupy.RawModule
 _FUNCTIONS: dict[tuple, object] = {}      # (header, name, device) -> cupy.RawKernel
 _DEBUG = os.environ.get("IOMODEL_KERNELS_DEBUG", "") not in ("", "0")
+
+
+def set_extra_options(options: tuple[str, ...] = ()) -> None:
+    """Extra NVRTC options (e.g. -D switches of the headers) for kernels fetched from now on."""
+    global _EXTRA_OPTIONS
+    _EXTRA_OPTIONS = tuple(options)
 
 
 def debug_enabled() -> bool:
@@ -62,15 +70,16 @@ def get_function(header: str, name: str, all_names: tuple[str, ...], device, sme
     import cupy
 
     idx = _device_index(device)
-    fkey = (header, name, idx)
+    opts = NVRTC_OPTIONS + _EXTRA_OPTIONS
+    fkey = (header, name, idx, opts)
     fn = _FUNCTIONS.get(fkey)
     if fn is not None:
         return fn
-    mkey = (header, all_names, idx)
+    mkey = (header, all_names, idx, opts)
     with _LOCK:
         mod = _MODULES.get(mkey)
         if mod is None:
-            mod = cupy.RawModule(code=kernel_source(header), options=NVRTC_OPTIONS,
+            mod = cupy.RawModule(code=kernel_source(header), options=opts,
                                  name_expressions=list(all_names))
             _MODULES[mkey] = mod
     with cupy.cuda.Device(idx):
@@ -85,6 +94,30 @@ def module_cache_info() -> dict:
     return {"modules": len(_MODULES), "functions": len(_FUNCTIONS)}
 
 
+_STREAMS: dict[tuple[int, int], object] = {}
+
+
+def _cupy_stream(torch_stream, idx: int):
+    """CuPy view of a torch stream (cached per device and handle)."""
+    import cupy
+
+    key = (idx, int(torch_stream.cuda_stream))
+    st = _STREAMS.get(key)
+    if st is None:
+        st = None
+        if hasattr(cupy.cuda.Stream, "from_external"):
+            try:
+                st = cupy.cuda.Stream.from_external(torch_stream)
+            except Exception:
+                st = None
+        if st is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                st = cupy.cuda.ExternalStream(key[1], idx)
+        _STREAMS[key] = st
+    return st
+
+
 def launch(fn, device, grid: tuple, block: tuple, args: tuple, smem_bytes: int) -> None:
     """Launch on torch's current stream of `device`; in debug mode synchronise and
     raise on any CUDA error."""
@@ -93,7 +126,7 @@ def launch(fn, device, grid: tuple, block: tuple, args: tuple, smem_bytes: int) 
 
     idx = _device_index(device)
     with cupy.cuda.Device(idx):
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream, idx)
+        stream = _cupy_stream(torch.cuda.current_stream(device), idx)
         with stream:
             fn(grid, block, args, shared_mem=smem_bytes)
         if _DEBUG:

@@ -56,7 +56,8 @@ def test_compute_bound_at_long_sequences_memory_bound_when_unfused():
     assert p.bottleneck in ("tensor", "smem")
     u = predict("unfused", "h100-sxm", shape(), dict(block_m=128, block_n=128, block_k=32, warps=4, stages=2, head_dim=128))
     assert u.bottleneck == "hbm"
-    assert u.time_s > 3 * p.time_s / 4
+    same = predict("flash_sm80", "h100-sxm", shape(), FA2_D128)
+    assert u.time_s > 2 * same.time_s   # the N^2 round trips through HBM cost more than the fused kernel
 
 
 def test_hopper_wgmma_beats_mma_sync_and_ampere_has_no_wgmma():

@@ -216,6 +216,33 @@ def bench_unfused(torch, kernels, reps=10):
     return out
 
 
+def ab_test(torch, kernels, define, rounds=3, reps=20):
+    """Time the FA2-like/best shipped configs with and without an NVRTC -D switch, alternating."""
+    from kernels import _runtime
+    from kernels.configs import FlashConfig
+
+    picks = {64: FlashConfig(128, 128, 4, 2, 64), 128: FlashConfig(128, 64, 4, 2, 128)}
+    out = []
+    for d, N, causal in ((64, 1024, False), (64, 4096, True), (128, 4096, False), (128, 4096, True),
+                         (128, 16384, False)):
+        H, B = 2048 // d, 16384 // N
+        q, k, v = rand_qkv(torch, B, H, H, N, N, d, torch.bfloat16, seed=3)
+        flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+        res = {"": [], define: []}
+        for _ in range(rounds):
+            for variant in ("", define):
+                _runtime.set_extra_options((f"-D{variant}=1",) if variant else ())
+                t, _ = time_fn(torch, lambda: kernels.flash_attention(q, k, v, causal=causal, config=picks[d]), reps)
+                res[variant].append(flops / t / 1e12)
+        _runtime.set_extra_options(())
+        rec = {"d": d, "N": N, "causal": causal, "base": res[""], define: res[define]}
+        out.append(rec)
+        log(f"A/B {define} d={d} N={N} causal={causal}: base {['%.1f' % x for x in res['']]} "
+            f"vs {['%.1f' % x for x in res[define]]} TFLOP/s")
+        del q, k, v
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -223,6 +250,7 @@ def main(argv=None):
     ap.add_argument("--skip-bench", action="store_true")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--ab", action="append", default=[], help="NVRTC macro to A/B against the default build")
     args = ap.parse_args(argv)
 
     import cupy
@@ -262,6 +290,12 @@ def main(argv=None):
             f"{max((r.get('rel_err', 0) for r in checks), default=0):.2e}")
         with open(os.path.join(args.out, "kernels_gpu_check.json"), "w") as f:
             json.dump(report, f, indent=1)
+
+    for define in args.ab:
+        try:
+            report.setdefault("ab", {})[define] = ab_test(torch, kernels, define)
+        except Exception:
+            traceback.print_exc()
 
     if not args.skip_bench:
         t0 = time.time()

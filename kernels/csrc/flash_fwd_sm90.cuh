@@ -202,15 +202,23 @@ __device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
     for (int i = 0; i < N; ++i) reg_fence(r[i]);
 }
 
-// Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Tiles of one head are adjacent (K/V
-// reuse in L2); with causal masking the longest rows (largest m_block) of each head come first.
+// Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Without masking all tiles cost the
+// same and the tiles of one head are adjacent (the CTAs running together share K/V in L2).  With
+// causal masking tiles are ordered longest first over all heads (largest m_block first), so the
+// short tiles fill the tail of the schedule.
 template <class T>
 struct TileInfo {
     int m_block, h, b, n_blocks;
-    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int N_q, int N_k) {
-        const int hb = t / num_m;
-        const int mi = t - hb * num_m;
-        m_block = T::kCausal ? num_m - 1 - mi : mi;
+    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q, int N_k) {
+        int hb;
+        if constexpr (T::kCausal) {
+            const int mi = t / (H * B);
+            hb = t - mi * (H * B);
+            m_block = num_m - 1 - mi;
+        } else {
+            hb = t / num_m;
+            m_block = t - hb * num_m;
+        }
         h = hb % H;
         b = hb / H;
         n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
@@ -223,7 +231,17 @@ struct TileInfo {
     }
 };
 
-// Persistent when gridDim.x < number of tiles: each CTA walks tiles blockIdx.x, +gridDim.x, ...
+// Round k of a grid of G CTAs covers tiles [k*G, k*G + G); CTA i takes tile k*G + i.  With causal
+// masking odd rounds run backwards (k*G + G-1-i, snake order), which evens out the per-CTA work
+// of the longest-first schedule.  Returns -1 past the last tile.
+template <class T>
+__device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
+    const int G = gridDim.x;
+    const int t = k * G + ((T::kCausal && (k & 1)) ? G - 1 - int(blockIdx.x) : int(blockIdx.x));
+    return t < num_tiles ? t : -1;
+}
+
+// Persistent when gridDim.x < number of tiles: each CTA walks one tile per round (above).
 // The K/V ring's stage / phase run on across tiles, so the producer fetches the next tile's first
 // chunks (and its Q, once the consumers released the Q buffer) while the consumers finish the
 // current tile and write it out.
@@ -276,8 +294,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             int stage = 0;
             u32 phase = 0;
             u32 q_phase = 0;
-            for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-                const TileInfo<T> ti(t, num_m, H, N_q, N_k);
+            for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
+                const int t = tile_of_round<T>(k, num_tiles);
+                if (t < 0) continue;
+                const TileInfo<T> ti(t, num_m, H, B, N_q, N_k);
                 if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
                 const int h_kv = ti.h / group;
                 mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
@@ -320,8 +340,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         u32 phase = 0;
         u32 q_phase = 0;
 
-        for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
-            const TileInfo<T> ti(t, num_m, H, N_q, N_k);
+        for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
+            const int t = tile_of_round<T>(k, num_tiles);
+            if (t < 0) continue;
+            const TileInfo<T> ti(t, num_m, H, B, N_q, N_k);
             const int n_blocks = ti.n_blocks;
             const int tile_row_min = ti.m_block * T::kBlockM;
             const int row0 = tile_row_min + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8

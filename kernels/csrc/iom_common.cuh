@@ -72,9 +72,17 @@ __device__ __forceinline__ unsigned char* dyn_smem() {
 }
 
 // 16-byte global -> shared copy; src_bytes == 0 writes 16 zero bytes and reads nothing.
+#ifndef IOM_CP_ASYNC_L2_HINT
+#define IOM_CP_ASYNC_L2_HINT 0
+#endif
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+#if IOM_CP_ASYNC_L2_HINT
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#endif
 }
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");

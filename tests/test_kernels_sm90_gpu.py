@@ -1,0 +1,126 @@
+"""GPU correctness of the sm90 FlashAttention forward against a float32 torch reference.
+Skips unless torch, cupy and an sm_90 GPU are present."""
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("cupy")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+if torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip("needs an sm_90 (Hopper) GPU", allow_module_level=True)
+
+from kernels import sm90  # noqa: E402
+
+
+def reference(q, k, v, causal, scale):
+    g = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(g, dim=1)
+    vf = v.float().repeat_interleave(g, dim=1)
+    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
+    if causal:
+        n_q, n_k = q.shape[2], k.shape[2]
+        i = torch.arange(n_q, device=q.device)[:, None]
+        j = torch.arange(n_k, device=q.device)[None, :]
+        s = s.masked_fill(j > i + (n_k - n_q), float("-inf"))
+    return torch.matmul(torch.softmax(s, -1).nan_to_num(0.0), vf), torch.logsumexp(s, -1)
+
+
+def check(cfg, dtype, B, H, H_kv, N_q, N_k, causal, mag=1.0, layout="bhnd", persistent=None):
+    d = cfg.head_dim
+
+    def make(h, n):
+        if layout == "bnhd":  # strided view, read in place through the TMA descriptor
+            return torch.randn(B, n, h, d, device="cuda", dtype=dtype).transpose(1, 2)
+        return torch.randn(B, h, n, d, device="cuda", dtype=dtype)
+
+    q, k, v = make(H, N_q) * mag, make(H_kv, N_k), make(H_kv, N_k)
+    scale = 1.0 / math.sqrt(d)
+    out = torch.full((B, H, N_q, d), float("nan"), device="cuda", dtype=dtype)  # poisoned
+    o, lse = sm90.flash_attention_sm90(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True,
+                                       out=out, _persistent=persistent)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    assert not torch.isnan(o).any(), "output not fully written"
+    rel = float(torch.linalg.vector_norm((o.float() - ref).flatten()) / torch.linalg.vector_norm(ref.flatten()))
+    assert rel < (1e-2 if dtype == torch.bfloat16 else 5e-3), rel
+    fin = torch.isfinite(ref_lse)
+    if fin.any():
+        assert float((lse[fin] - ref_lse[fin]).abs().max()) < 1e-2
+    assert bool((lse[~fin] == float("-inf")).all())
+
+
+BASE = {64: sm90.shipped_for(64)[0], 128: sm90.shipped_for(128)[0]}
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n", [1, 17, 1000, 4097])
+@pytest.mark.parametrize("causal", [False, True])
+def test_lengths(d, n, causal):
+    torch.manual_seed(n)
+    check(BASE[d], torch.bfloat16, 1, 2, 2, n, n, causal)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("nq,nk", [(100, 300), (300, 100), (1, 1000), (1000, 17), (2000, 300)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_nq_ne_nk(d, nq, nk, causal):
+    torch.manual_seed(nq + nk)
+    check(BASE[d], torch.bfloat16, 2, 4, 4, nq, nk, causal)
+
+
+@pytest.mark.parametrize("cfg", sm90.SHIPPED_SM90, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_shipped_config(cfg, dtype, causal):
+    torch.manual_seed(3)
+    check(cfg, dtype, 1, 2, 2, 300, 333, causal)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("persistent", [True, False])
+def test_gqa_many_tiles(d, persistent):
+    torch.manual_seed(5)
+    check(BASE[d], torch.bfloat16, 4, 8, 2, 2000, 2000, True, persistent=persistent)
+    check(BASE[d], torch.float16, 2, 6, 1, 513, 700, False, persistent=persistent)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_large_scores_and_strides(d):
+    torch.manual_seed(7)
+    check(BASE[d], torch.bfloat16, 1, 2, 2, 1000, 1000, False, mag=8.0)
+    check(BASE[d], torch.float16, 1, 2, 2, 1000, 1000, True, mag=8.0)
+    check(BASE[d], torch.bfloat16, 2, 4, 2, 777, 900, True, layout="bnhd")
+
+
+def test_default_config_and_scale():
+    torch.manual_seed(11)
+    q = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)
+    o = sm90.flash_attention_sm90(q, k, v, causal=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert float((o.float() - ref).norm() / ref.norm()) < 1e-2
+
+
+def test_input_errors():
+    q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16 or float16"):
+        sm90.flash_attention_sm90(q.float(), q.float(), q.float())
+    with pytest.raises(ValueError, match="head dim"):
+        x = torch.randn(1, 2, 64, 96, device="cuda", dtype=torch.bfloat16)
+        sm90.flash_attention_sm90(x, x, x)
+    with pytest.raises(ValueError, match="multiple of kv heads"):
+        sm90.flash_attention_sm90(q, q[:, :1].expand(1, 3, 64, 64).contiguous(),
+                                  q[:, :1].expand(1, 3, 64, 64).contiguous())
+    with pytest.raises(ValueError, match="contiguous in the last dim"):
+        x = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.bfloat16).transpose(2, 3)
+        sm90.flash_attention_sm90(x, x, x)
+    with pytest.raises(ValueError, match="CUDA device"):
+        sm90.flash_attention_sm90(q.cpu(), q.cpu(), q.cpu())
+    with pytest.raises(ValueError, match="head_dim=128"):
+        sm90.flash_attention_sm90(q, q, q, config=sm90.shipped_for(128)[0])
