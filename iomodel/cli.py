@@ -268,8 +268,9 @@ def cmd_validate(args) -> int:
     if args.html:
         from .api import resolve_gpu
         from .report import validation_html
-        spec = resolve_gpu(args.gpu_spec or results[0].get("gpu_spec") or results[0]["device"]) \
-            if isinstance(results, list) else resolve_gpu(args.gpu_spec or results["device"])
+        first = results[0] if isinstance(results, list) else results
+        first = first.get("results", first) if isinstance(first, dict) else first
+        spec = resolve_gpu(args.gpu_spec or first.get("gpu_key") or first["device"])
         Path(args.html).write_text(validation_html(report, spec))
         print(f"wrote {args.html}")
     return 0
