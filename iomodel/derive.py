@@ -75,6 +75,7 @@ class KernelCosts:
     loop_nest: list[Partition]
     stream_stages: sp.Expr
     fragment_bytes_per_k: sp.Expr = sp.Integer(0)  # operand bytes per unit of contracted extent, per unit
+    register_operand_bytes: sp.Expr = sp.Integer(0)  # per unit: on-chip operands produced in registers
 
     def bytes_at(self, boundary: str) -> sp.Expr:
         return sp.Add(*[t.nbytes for t in self.transfers if t.boundary == boundary])
@@ -342,12 +343,16 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             if per_k:
                 frag.append(sp.Add(*per_k))
     fragment = sp.Max(*frag) if len(frag) > 1 else (frag[0] if frag else sp.Integer(0))
+    # an operand computed on chip (the probabilities of a normalized contraction) feeds the matrix unit in
+    # the other operand's dtype; code whose instruction takes it from registers whole keeps this tile live
+    reg_operands = sp.Add(*[nest.tile(op.scores, "reg") * op.inputs[1].itemsize
+                            for op in d.ordered_ops() if isinstance(op, NormalizedContraction)])
 
     steps_total = nest.block_steps(nest.block_streams)
     stages = sp.Max(*([p.stages for p in nest.block_streams] or [1]))
     flops = {u: sp.simplify(v) if exact else v for u, v in flops.items()}
     return KernelCosts(d.name, blocks, units if nest.unit_group else sp.Integer(1), unit_threads, threads,
-                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment)
+                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment, reg_operands)
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

@@ -53,6 +53,7 @@ class ExecutionPlan:
     sync_bytes_per_stream_buffer: int = 0  # an 'empty' barrier per buffer of a streamed ring
     smem_slack_bytes: int = 0              # alignment slack requested on top
     fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
+    register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:
@@ -137,6 +138,7 @@ class CompiledKernel:
             "smem_buffers": costs.smem_buffers,
             "smem_stream_buffers": costs.smem_stream_buffers,
             "frag_per_thread": costs.fragment_bytes_per_k / (4 * costs.unit_threads),
+            "operand_regs": costs.register_operand_bytes / (4 * costs.unit_threads),
         }
         for u in ("tensor", "fp32", "exp"):
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
@@ -176,6 +178,8 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     threads = v["threads"] + plan.extra_threads
     k_inst = spec.mma_sync_shape[2] if plan.tensor_instruction == "mma_sync" or spec.wgmma is None else spec.wgmma.k
     data_regs = v["regs_raw"] + plan.fragment_buffers * k_inst * v["frag_per_thread"]
+    if plan.register_operands:
+        data_regs = data_regs + v["operand_regs"]
     squeeze = plan.reg_overhead if plan.min_reg_overhead is None else plan.min_reg_overhead
     # ptxas fills up to the cap before it spills: a kernel fits when its data plus the least overhead does
     fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
@@ -190,10 +194,19 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
                        f"registers per thread over {spec.regs_per_thread_max}", reasons)
     reasons = np.where((reasons == "") & (threads > spec.max_threads_per_block),
                        f"threads per block over {spec.max_threads_per_block}", reasons)
-    # a block's register file: tile-holding threads at `regs`, producers at their own (smaller) count
-    prod_regs = regs if plan.extra_thread_regs is None else plan.extra_thread_regs
-    avg_regs = (v["threads"] * np.minimum(regs, spec.regs_per_thread_max) + plan.extra_threads * prod_regs) / threads
-    occ, occ_limit = occupancy(spec, threads, smem, avg_regs)
+    if plan.extra_thread_regs is not None:
+        # setmaxnreg code claims the whole register file for one block: producers drop to their count and
+        # the tile-holding threads get the rest; ptxas reports the even split at entry
+        budget = np.floor((spec.regs_per_sm - plan.extra_threads * plan.extra_thread_regs) / v["threads"] / 8) * 8
+        budget = np.minimum(budget, spec.regs_per_thread_max + 1)
+        reasons = np.where((reasons == "") & (regs > budget) & (regs <= spec.regs_per_thread_max),
+                           "registers per consumer thread over the setmaxnreg budget", reasons)
+        need = regs
+        regs = np.floor(spec.regs_per_sm / threads / 8) * 8
+        occ, occ_limit = occupancy(spec, threads, smem, regs)
+    else:
+        need = regs
+        occ, occ_limit = occupancy(spec, threads, smem, np.minimum(regs, spec.regs_per_thread_max))
     reasons = np.where((reasons == "") & (occ < 1), "no block fits on an SM", reasons)
     occ = np.maximum(occ, 1)
 
@@ -213,7 +226,9 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
         hide = np.clip(warps_per_sched, 1, plan.interleave_max)
         compute = np.maximum(compute_max, compute_sum / hide)
     else:
-        compute = compute_max
+        # warp-specialized: producer loads and consumer phases overlap, but a consumer's softmax and its
+        # own matrix products only partly (the wgmma waits); `interleave_max` is how far
+        compute = np.maximum(compute_max, compute_sum / plan.interleave_max)
     steps_busiest = v["steps_total"] * share
     latency = plan.step_latency_cycles + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
     t["sync"] = steps_busiest * latency / rates.clock_hz / np.minimum(occ, per_sm_blocks)
@@ -229,7 +244,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     names = np.array(list(candidates))
     bott = names[np.stack(np.broadcast_arrays(*candidates.values())).argmax(axis=0)]
     return {"time_s": total, "terms": t, "compute_s": compute, "memory_s": memory, "occupancy": occ,
-            "occupancy_limit": occ_limit, "regs": regs, "smem_bytes": smem, "threads": threads, "blocks": blocks,
+            "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "smem_bytes": smem, "threads": threads, "blocks": blocks,
             "waves": np.ceil(blocks / (spec.sm_count * occ)), "bottleneck": bott, "infeasible": reasons,
             "work": {u: v[f"work_{u}"] for u in ("tensor", "fp32", "exp")}, "hbm_bytes": v["hbm_bytes"],
             "global_bytes": v["global_bytes"]}
