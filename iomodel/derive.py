@@ -76,6 +76,8 @@ class KernelCosts:
     stream_stages: sp.Expr
     fragment_bytes_per_k: sp.Expr = sp.Integer(0)  # operand bytes per unit of contracted extent, per unit
     register_operand_bytes: sp.Expr = sp.Integer(0)  # per unit: on-chip operands produced in registers
+    reread_bytes: sp.Expr = sp.Integer(0)           # global bytes read again by later passes of multi-pass ops
+    reread_span_per_unit: sp.Expr = sp.Integer(0)   # bytes one unit touches between a read and its re-read
 
     def bytes_at(self, boundary: str) -> sp.Expr:
         return sp.Add(*[t.nbytes for t in self.transfers if t.boundary == boundary])
@@ -276,6 +278,17 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"),
                                       nest.block_steps(use_loops) * units * reads, x.itemsize))
 
+    # --- re-reads of multi-pass operations: served by L2 only if what is touched in between fits ---
+    reread, span = [], []
+    for x in d.inputs():
+        passes = max([getattr(c, "passes", 1) for c in d.consumers(x.name)] or [1])
+        if passes > 1 and d.level_of(x) != "smem":
+            reread.append((passes - 1) * x.nbytes() if exact else (passes - 1) * nest.blocks() * units
+                          * sp.Mul(*[nest.div(nest.block_tile(a.name), 1) if a.name not in nest.unit_group
+                                     else nest.unit_group[a.name].size for a in x.axes]) * x.itemsize)
+            span.append(sp.Mul(*[nest.unit_group[a.name].size if a.name in nest.unit_group else nest.block_tile(a.name)
+                                 for a in x.axes]) * x.itemsize)
+
     # --- outputs: written once per block tile (per chunk when they carry a streamed axis) ---
     for x in d.output_arrays():
         loops = nest.streams_through(set(x.axis_names))
@@ -352,7 +365,8 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     stages = sp.Max(*([p.stages for p in nest.block_streams] or [1]))
     flops = {u: sp.simplify(v) if exact else v for u, v in flops.items()}
     return KernelCosts(d.name, blocks, units if nest.unit_group else sp.Integer(1), unit_threads, threads,
-                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment, reg_operands)
+                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment, reg_operands,
+                       sp.Add(*reread) if reread else sp.Integer(0), sp.Add(*span) if span else sp.Integer(0))
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

@@ -45,8 +45,10 @@ class ExecutionPlan:
     extra_threads: int = 0                 # producer warps that hold no tile (warp specialization)
     extra_thread_regs: int | None = None   # their registers after `setmaxnreg` (None: same as the others)
     step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
+    latency_hidden_by_stages: bool = False  # a deeper ring (stages - 1 chunks ahead) hides that wait
     step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
     interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
+    memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
     sync_bytes_per_buffer: int = 0         # a 'full' barrier per staged buffer
@@ -139,6 +141,8 @@ class CompiledKernel:
             "smem_stream_buffers": costs.smem_stream_buffers,
             "frag_per_thread": costs.fragment_bytes_per_k / (4 * costs.unit_threads),
             "operand_regs": costs.register_operand_bytes / (4 * costs.unit_threads),
+            "reread_bytes": costs.reread_bytes,
+            "reread_span": costs.reread_span_per_unit,
         }
         for u in ("tensor", "fp32", "exp"):
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
@@ -230,13 +234,23 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
         # own matrix products only partly (the wgmma waits); `interleave_max` is how far
         compute = np.maximum(compute_max, compute_sum / plan.interleave_max)
     steps_busiest = v["steps_total"] * share
-    latency = plan.step_latency_cycles + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
+    block_latency = plan.step_latency_cycles
+    if plan.latency_hidden_by_stages:
+        block_latency = block_latency / np.maximum(v["stages"] - 1, 1)
+    latency = block_latency + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
     t["sync"] = steps_busiest * latency / rates.clock_hz / np.minimum(occ, per_sm_blocks)
-    t["hbm"] = v["hbm_bytes"] / rates.hbm
+    # a later pass re-reads from L2 only while everything the resident units touch in between fits in it
+    resident_units = spec.sm_count * np.minimum(occ, per_sm_blocks) * v["units"]
+    span = resident_units * v["reread_span"]
+    hit = np.where(span > 0, np.clip(spec.l2_bytes / np.maximum(span, 1), 0, 1), 1.0)
+    hbm_bytes = v["hbm_bytes"] + v["reread_bytes"] * (1 - hit)
+    t["hbm"] = hbm_bytes / rates.hbm
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
     pipelined = (v["stages"] >= 2) | (np.minimum(occ, per_sm_blocks) >= 2)
-    body = np.where(pipelined, np.maximum(compute + t["sync"], memory), compute + t["sync"] + memory)
+    busy = compute + t["sync"]
+    overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
+    body = np.where(pipelined, overlapped, busy + memory)
     t["launch"] = np.full(body.shape, spec.launch_overhead_s)
     total = body + t["launch"]
     candidates = {"tensor": t["tensor"], "fp32": t["fp32"], "exp": t["exp"], "smem": t["smem"],
@@ -246,7 +260,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     return {"time_s": total, "terms": t, "compute_s": compute, "memory_s": memory, "occupancy": occ,
             "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "smem_bytes": smem, "threads": threads, "blocks": blocks,
             "waves": np.ceil(blocks / (spec.sm_count * occ)), "bottleneck": bott, "infeasible": reasons,
-            "work": {u: v[f"work_{u}"] for u in ("tensor", "fp32", "exp")}, "hbm_bytes": v["hbm_bytes"],
+            "work": {u: v[f"work_{u}"] for u in ("tensor", "fp32", "exp")}, "hbm_bytes": hbm_bytes,
             "global_bytes": v["global_bytes"]}
 
 
