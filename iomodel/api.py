@@ -75,7 +75,7 @@ FAMILIES: dict[str, Family] = {
                          {"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
                          ExecutionPlan(overlap="warp-specialized", tensor_instruction="wgmma", reg_overhead=24,
                                        extra_threads=128, extra_thread_regs=24, register_operands=True,
-                                       interleave_max=2.2, step_latency_cycles=1400.0, latency_hidden_by_stages=True,
+                                       interleave_max=1.5, step_latency_cycles=200.0, latency_hidden_by_stages=True,
                                        sync_bytes_per_buffer=16, smem_slack_bytes=1024),
                          _flash_sm90),
     "unfused": Family("unfused", "three kernels: scores (mma.sync), row softmax, output (mma.sync)",

@@ -48,6 +48,7 @@ class ExecutionPlan:
     latency_hidden_by_stages: bool = False  # a deeper ring (stages - 1 chunks ahead) hides that wait
     step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
     interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
+    interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
@@ -227,12 +228,14 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     compute_max = np.maximum.reduce([t["tensor"], t["fp32"], t["exp"], t["smem"]])
     if plan.overlap == "sync":
         # a warp's phases run in sequence; a second resident warp per scheduler fills part of the gaps
-        hide = np.clip(warps_per_sched, 1, plan.interleave_max)
+        hide = np.clip(1 + plan.interleave_slope * (warps_per_sched - 1), 1, plan.interleave_max)
         compute = np.maximum(compute_max, compute_sum / hide)
     else:
-        # warp-specialized: producer loads and consumer phases overlap, but a consumer's softmax and its
-        # own matrix products only partly (the wgmma waits); `interleave_max` is how far
-        compute = np.maximum(compute_max, compute_sum / plan.interleave_max)
+        # warp-specialized: loads overlap fully; consumer warpgroups hide each other's softmax behind their
+        # matrix products, each one more unit of overlap, up to `interleave_max`
+        units_per_sm = np.minimum(occ, per_sm_blocks) * v["units"]
+        hide = np.clip(1 + plan.interleave_slope * (units_per_sm - 1), 1, plan.interleave_max)
+        compute = np.maximum(compute_max, compute_sum / hide)
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:

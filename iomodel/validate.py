@@ -185,6 +185,8 @@ class Report:
     peers: Stats = field(default_factory=Stats)
     per_kernel: dict[str, Stats] = field(default_factory=dict)
     pooled_spearman: float | None = None
+    shape_groups: list[GroupEval] = field(default_factory=list)   # every family's configs of one shape
+    pooled_spearman_all: float | None = None
     top1_hits: int = 0
     top1_total: int = 0
     failed: list[dict] = field(default_factory=list)
@@ -397,6 +399,26 @@ def evaluate(
     rep.pooled_spearman = float(np.mean(rhos)) if rhos else None
     rep.top1_total = len(rep.groups)
     rep.top1_hits = sum(1 for g in rep.groups if g.top1)
+
+    # the user's question: which kernel and tiles for this shape? rank every configuration of every family
+    by_shape: dict[tuple[str, str], list[RowEval]] = {}
+    for r in ours:
+        if r.predicted_s is not None:
+            by_shape.setdefault((r.source, _shape_key(r.shape)), []).append(r)
+    all_rhos = []
+    for (source, _sk), rows in by_shape.items():
+        if len({(r.kernel, r.config_label) for r in rows}) < MIN_GROUP or len({r.kernel for r in rows}) < 2:
+            continue
+        rho = spearman([r.predicted_s for r in rows], [r.measured_s for r in rows])
+        best = min(rows, key=lambda r: r.measured_s)
+        top = min(rows, key=lambda r: (r.predicted_s, -r.measured_s))
+        ok = top.measured_s <= best.measured_s * (1.0 + TOP1_TOLERANCE)
+        rep.shape_groups.append(GroupEval(source, "all", rows[0].shape, len(rows), rho,
+                                          f"{top.kernel} {top.config_label}", f"{best.kernel} {best.config_label}",
+                                          top.measured_s, best.measured_s, ok))
+        if rho is not None:
+            all_rhos.append(rho)
+    rep.pooled_spearman_all = float(np.mean(all_rhos)) if all_rhos else None
     return rep
 
 
@@ -477,6 +499,17 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
                    f"top-1 within 5%: {report.top1_hits}/{report.top1_total}")
     else:
         out.append("  (no group with enough configs)")
+    if report.shape_groups:
+        out.append("")
+        out.append("Kernel and tile choice (every family's configurations of one shape ranked together):")
+        srows = [[shape_label(g.shape), str(g.n), _num(g.spearman, "+.2f"),
+                  f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)", f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
+                  ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"] for g in report.shape_groups]
+        out += ["  " + ln for ln in _table(["shape", "n", "spearman", "model's top", "best measured", "top-1 within 5%"],
+                                           srows, [False, True, True, False, False, False])]
+        hits = sum(1 for g in report.shape_groups if g.top1)
+        out.append(f"  mean spearman: {_num(report.pooled_spearman_all, '+.3f')}; "
+                   f"top-1 within 5%: {hits}/{len(report.shape_groups)}")
     out.append("")
     out.append("Rows:")
     rrows = []
