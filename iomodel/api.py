@@ -60,7 +60,9 @@ def _matmul(causal: bool, gqa: bool):
 
 
 def _softmax(causal: bool, gqa: bool):
-    return library.softmax(rows="R", cols="C").group("n", "rb").with_threads(128)
+    # two passes over each row (online max and sum, then normalize), a warp per row, 128 columns a step
+    return (library.softmax(rows="R", cols="C").online_softmax().group("n", "rb")
+            .group("n", 1, "reg").stream("m", 128, "reg"))
 
 
 FAMILIES: dict[str, Family] = {
@@ -92,7 +94,7 @@ FAMILIES: dict[str, Family] = {
                           ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40,
                                         fragment_buffers=2),
                           _matmul, "matmul"),
-    "softmax": Family("softmax", "row softmax, rows grouped over blocks of 128 threads",
+    "softmax": Family("softmax", "row softmax in two passes, a warp per row, rows_per_block warps a block",
                       ("rows_per_block",), {"rows_per_block": "rb"},
                       ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=16),
                       _softmax, "softmax"),

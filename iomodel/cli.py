@@ -180,7 +180,7 @@ def _diagram_for(args):
     if args.algo == "matmul":
         return library.tiled_matmul(warps="w")
     if args.algo == "softmax":
-        return library.softmax().group("n", "rb").with_threads(128)
+        return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
         return library.unfused_attention()
     kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}

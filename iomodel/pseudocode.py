@@ -11,7 +11,7 @@ from typing import Mapping
 
 import sympy as sp
 
-from diagrams.core import Contraction, Map, NormalizedContraction, Reduce
+from diagrams.core import Contraction, Map, NormalizedContraction, OnlineSoftmax, Reduce
 from diagrams.diagram import Diagram, Program, as_program
 
 
@@ -39,16 +39,21 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
     block_groups = d.partitions_at("smem", "group")
     streams = d.partitions_at("smem", "stream")
     unit_groups = d.partitions_at("reg", "group")
+    unit_streams = d.partitions_at("reg", "stream")
     block_tile = {p.axis_name: p.size for p in block_groups}
     stream_chunk = {p.axis_name: p.size for p in streams}
     unit_tile = {p.axis_name: p.size for p in unit_groups}
     lines: list[str] = [f"kernel {d.name}:"]
     ind = "  "
 
+    unit_chunk = {p.axis_name: p.size for p in unit_streams}
+
     def sl(arr, level):
         parts = []
         for a in arr.axes:
-            if level == "reg" and a.name in unit_tile:
+            if level == "reg" and a.name in unit_chunk:
+                parts.append(f"{a.name}1:{a.name}1+{unit_chunk[a.name]}")
+            elif level == "reg" and a.name in unit_tile:
                 parts.append(f"{a.name}1:{a.name}1+{unit_tile[a.name]}")
             elif a.name in stream_chunk:
                 parts.append(f"{a.name}0:{a.name}0+{stream_chunk[a.name]}")
@@ -107,9 +112,18 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(block_tile.get(p.axis_name, sizes[p.axis_name]), values)} "
                      f"step {_fmt(p.size, values)}:   # {'warps' if p.unit_threads == 32 else 'warpgroups'}")
         ind += "  "
+    for p in unit_streams:
+        lines.append(f"{ind}for {p.axis_name}1 in 0..{_fmt(block_tile.get(p.axis_name, sizes[p.axis_name]), values)} "
+                     f"step {_fmt(p.size, values)}:   # register chunks, each pass")
+        ind += "  "
     for op in d.ordered_ops():
         ins = ", ".join(sl(x, "reg") for x in op.inputs)
-        if isinstance(op, NormalizedContraction):
+        if isinstance(op, OnlineSoftmax):
+            lines.append(f"{ind}pass 1: m_new = max(m, rowmax({ins})); l = l*exp(m - m_new) + rowsum(exp(s - m_new))"
+                         f"   # running max and sum in registers")
+            lines.append(f"{ind}pass 2: re-read {ins}; {op.output.name} = exp(s - m) / l; store   "
+                         f"# {op.passes} reads of the input")
+        elif isinstance(op, NormalizedContraction):
             lines.append(f"{ind}{sl(op.scores, 'reg')}: m_new = max(m, rowmax); p = exp(s - m_new)   "
                          f"# {_fmt(tile_elems(op.scores, 'reg'), values)} scores, exp unit")
             lines.append(f"{ind}rescale: alpha = exp(m - m_new); sum = alpha*sum + rowsum(p); "
@@ -125,7 +139,7 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         elif isinstance(op, Map):
             lines.append(f"{ind}{op.output.name} = {op.formula or 'map'}({ins})   # " +
                          ", ".join(f"{c} {u}" for u, c in op.costs) + " per element")
-    for p in reversed(unit_groups + streams):
+    for p in reversed(unit_groups + streams + unit_streams):
         ind = ind[:-2]
     for op in d.ordered_ops():
         if isinstance(op, NormalizedContraction):
