@@ -1,0 +1,49 @@
+"""Run one attention kernel a few times so Nsight Compute can profile its last launch.
+
+    ncu --launch-skip 2 --launch-count 1 -k regex:flash_fwd --section SpeedOfLight ... \
+        python -m validation.profile --kernel flash_sm80 --config 128,64,4,2 --d 128 --n 4096
+
+Kernels: `flash_sm80` (config block_m,block_n,warps,stages), `flash_sm90` (block_m,block_n,stages,consumers),
+`sdpa_flash` (no config). Shape: B*N = 16384 tokens, H*d = 2048, bf16, as in the validation sweep.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m validation.profile")
+    p.add_argument("--kernel", required=True, choices=("flash_sm80", "flash_sm90", "sdpa_flash"))
+    p.add_argument("--config", default=None, help="comma-separated tile sizes")
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--launches", type=int, default=3)
+    args = p.parse_args(argv)
+
+    import torch
+    import kernels
+    B, H = max(1, 16384 // args.n), max(1, 2048 // args.d)
+    q, k, v = (torch.randn(B, H, args.n, args.d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    sizes = [int(x) for x in args.config.split(",")] if args.config else None
+    if args.kernel == "flash_sm80":
+        cfg = kernels.FlashConfig(*sizes, args.d)
+        run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm80")  # noqa: E731
+    elif args.kernel == "flash_sm90":
+        from kernels.sm90 import Sm90Config
+        bm, bn, st, cons = sizes
+        cfg = Sm90Config(bm, bn, st, args.d, cons)
+        run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm90")  # noqa: E731
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        def run():
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+    for _ in range(args.launches):
+        run()
+    torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
