@@ -15,19 +15,11 @@ if torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs an sm_90 (Hopper) GPU", allow_module_level=True)
 
 from kernels import sm90  # noqa: E402
+from validation.reference import attention_reference  # noqa: E402
 
 
 def reference(q, k, v, causal, scale):
-    g = q.shape[1] // k.shape[1]
-    kf = k.float().repeat_interleave(g, dim=1)
-    vf = v.float().repeat_interleave(g, dim=1)
-    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
-    if causal:
-        n_q, n_k = q.shape[2], k.shape[2]
-        i = torch.arange(n_q, device=q.device)[:, None]
-        j = torch.arange(n_k, device=q.device)[None, :]
-        s = s.masked_fill(j > i + (n_k - n_q), float("-inf"))
-    return torch.matmul(torch.softmax(s, -1).nan_to_num(0.0), vf), torch.logsumexp(s, -1)
+    return attention_reference(q, k, v, causal, scale)
 
 
 def check(cfg, dtype, B, H, H_kv, N_q, N_k, causal, mag=1.0, layout="bhnd", persistent=None):
@@ -61,7 +53,7 @@ BASE = {64: sm90.shipped_for(64)[0], 128: sm90.shipped_for(128)[0]}
 @pytest.mark.parametrize("n", [1, 17, 1000, 4097])
 @pytest.mark.parametrize("causal", [False, True])
 def test_lengths(d, n, causal):
-    torch.manual_seed(n)
+    torch.seed()  # fresh inputs every run
     check(BASE[d], torch.bfloat16, 1, 2, 2, n, n, causal)
 
 
@@ -69,7 +61,7 @@ def test_lengths(d, n, causal):
 @pytest.mark.parametrize("nq,nk", [(100, 300), (300, 100), (1, 1000), (1000, 17), (2000, 300)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_nq_ne_nk(d, nq, nk, causal):
-    torch.manual_seed(nq + nk)
+    torch.seed()  # fresh inputs every run
     check(BASE[d], torch.bfloat16, 2, 4, 4, nq, nk, causal)
 
 
@@ -77,28 +69,28 @@ def test_nq_ne_nk(d, nq, nk, causal):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_shipped_config(cfg, dtype, causal):
-    torch.manual_seed(3)
+    torch.seed()  # fresh inputs every run
     check(cfg, dtype, 1, 2, 2, 300, 333, causal)
 
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("persistent", [True, False])
 def test_gqa_many_tiles(d, persistent):
-    torch.manual_seed(5)
+    torch.seed()  # fresh inputs every run
     check(BASE[d], torch.bfloat16, 4, 8, 2, 2000, 2000, True, persistent=persistent)
     check(BASE[d], torch.float16, 2, 6, 1, 513, 700, False, persistent=persistent)
 
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_large_scores_and_strides(d):
-    torch.manual_seed(7)
+    torch.seed()  # fresh inputs every run
     check(BASE[d], torch.bfloat16, 1, 2, 2, 1000, 1000, False, mag=8.0)
     check(BASE[d], torch.float16, 1, 2, 2, 1000, 1000, True, mag=8.0)
     check(BASE[d], torch.bfloat16, 2, 4, 2, 777, 900, True, layout="bnhd")
 
 
 def test_default_config_and_scale():
-    torch.manual_seed(11)
+    torch.seed()  # fresh inputs every run
     q = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)

@@ -605,35 +605,8 @@ class TorchEnv:
 
     def reference(self, q, k, v, causal):
         """float32 attention, chunked over query rows so the scores stay under ~512 MiB."""
-        torch = self.torch
-        B, H, Nq, d = q.shape
-        Hk, Nk = k.shape[1], k.shape[2]
-        g = H // Hk
-        scale = d ** -0.5
-        kf = k.float()
-        vf = v.float()
-        if g > 1:
-            kf = kf.repeat_interleave(g, dim=1)
-            vf = vf.repeat_interleave(g, dim=1)
-        out = torch.empty((B, H, Nq, d), device=q.device, dtype=torch.float32)
-        rows = max(1, min(Nq, (512 << 20) // (4 * B * H * Nk)))
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        try:
-            cols = torch.arange(Nk, device=q.device)
-            for r0 in range(0, Nq, rows):
-                r1 = min(Nq, r0 + rows)
-                s = torch.matmul(q[:, :, r0:r1].float(), kf.transpose(-1, -2)) * scale
-                if causal:
-                    qi = torch.arange(r0, r1, device=q.device)[:, None] + (Nk - Nq)
-                    s.masked_fill_(cols[None, :] > qi, float("-inf"))
-                p = torch.softmax(s, dim=-1)
-                p = torch.nan_to_num(p, nan=0.0)  # rows that see no key
-                out[:, :, r0:r1] = torch.matmul(p, vf)
-                del s, p
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
-        return out
+        from .reference import attention_reference
+        return attention_reference(q, k, v, causal)[0]
 
     def check(self, out, ref) -> tuple[float, bool]:
         torch = self.torch
