@@ -34,11 +34,9 @@ class Diagram:
         produced = [op.output.name for op in self.ops]
         if len(set(produced)) != len(produced):
             raise DiagramError(f"diagram {self.name}: an array is produced twice: {produced}")
-        known = set(produced) | {x.name for op in self.ops for x in op.inputs}
         for o in self.outputs:
             if o not in produced:
                 raise DiagramError(f"diagram {self.name}: output {o} is produced by no operation")
-        del known
         self.graph()  # raises on cycles
 
     def graph(self) -> nx.DiGraph:

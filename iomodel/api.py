@@ -184,8 +184,9 @@ def check_shape(kernel: str, shape: Mapping) -> dict:
 
 
 def conventional_flops(shape: Mapping) -> float:
-    """4*B*H*N_q*N_k*d, counting only the live half (exactly) when causal; 2*M*N*K for a matmul;
-    5 operations per element for a softmax (max, subtract, exp, sum, divide)."""
+    """The FLOPs a result is reported against (ANCHORS.md): 4*B*H*N_q*N_k*d for attention, halved when
+    causal with N_q == N_k (the exact live fraction otherwise); 2*M*N*K for a matmul; 5 operations per
+    element for a softmax (max, subtract, exp, sum, divide)."""
     if "K" in shape and "M" in shape:
         return 2.0 * shape["M"] * shape["N"] * shape["K"]
     if "rows" in shape:
@@ -194,8 +195,9 @@ def conventional_flops(shape: Mapping) -> float:
     full = 4.0 * shape["B"] * shape["H"] * nq * nk * shape["d"]
     if not shape.get("causal"):
         return full
-    rows = np.arange(nq)
-    live = np.clip(rows + (nk - nq) + 1, 0, nk).sum()
+    if nq == nk:
+        return full / 2
+    live = np.clip(np.arange(nq) + (nk - nq) + 1, 0, nk).sum()
     return full * float(live) / (nq * nk)
 
 

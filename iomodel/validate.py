@@ -43,6 +43,8 @@ __all__ = [
     "conventional_flops",
 ]
 
+from .api import conventional_flops  # noqa: E402  (the one FLOP convention of every report)
+
 OUR_KERNELS = ("flash_sm80", "flash_sm90", "unfused")
 PEER_KERNELS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 TOP1_TOLERANCE = 0.05  # the model's top config counts as right within 5% of the best measured
@@ -86,14 +88,6 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 # --------------------------------------------------------------------------- data
-
-def conventional_flops(shape: Mapping[str, Any]) -> float:
-    """4*B*H*N_q*N_k*d, halved for causal when N_q == N_k."""
-    f = 4.0 * shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * shape["d"]
-    if shape.get("causal") and shape["N_q"] == shape["N_k"]:
-        f /= 2.0
-    return f
-
 
 def shape_label(shape: Mapping[str, Any]) -> str:
     n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"

@@ -45,8 +45,9 @@ __all__ = [
     "default_out_path",
 ]
 
-OUR_KERNELS = ("flash_sm80", "flash_sm90", "unfused")
-PEER_KERNELS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+from iomodel.api import conventional_flops  # noqa: E402
+from iomodel.validate import OUR_KERNELS, PEER_KERNELS  # noqa: E402
+
 #: max relative error allowed, by dtype (max |out - ref| / max |ref|)
 TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}
 SWEEP_N = 4096          # every shipped config is timed at this sequence length
@@ -56,14 +57,6 @@ DEFAULT_BUDGET_S = 510  # whole run, ceilings included: inside 9 minutes on one 
 
 
 # --------------------------------------------------------------------------- small helpers
-
-def conventional_flops(shape: Mapping[str, Any]) -> float:
-    """4*B*H*N_q*N_k*d, halved for causal when N_q == N_k (ANCHORS.md convention)."""
-    f = 4.0 * shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * shape["d"]
-    if shape.get("causal") and shape["N_q"] == shape["N_k"]:
-        f /= 2.0
-    return f
-
 
 def make_shape(N: int, d: int, causal: bool, dtype: str = "bf16", tokens: int = TOKENS,
                hidden: int = HIDDEN) -> dict[str, Any]:
