@@ -116,3 +116,23 @@ def test_input_errors():
         sm90.flash_attention_sm90(q.cpu(), q.cpu(), q.cpu())
     with pytest.raises(ValueError, match="head_dim=128"):
         sm90.flash_attention_sm90(q, q, q, config=sm90.shipped_for(128)[0])
+
+
+def test_auto_dispatch_picks_the_family_the_model_ranks_faster():
+    import kernels
+    from iomodel.api import rank_configs
+    torch.seed()
+    q, k, v = (torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = kernels.flash_attention(q, k, v)
+    ref, _ = reference(q, k, v, False, 128 ** -0.5)
+    assert float((o.float() - ref).norm() / ref.norm()) < 1e-2
+    shape = dict(B=2, H=8, H_kv=8, N_q=2048, N_k=2048, d=128, causal=False, dtype="bf16")
+    gpu = torch.cuda.get_device_name()
+    best80 = rank_configs("flash_sm80", gpu, shape, [c.as_dict() for c in kernels.SHIPPED_FLASH if c.head_dim == 128])
+    best90 = rank_configs("flash_sm90", gpu, shape, [dict(block_m=c.block_m, block_n=c.block_n, stages=c.stages,
+                                                          consumers=c.consumers) for c in sm90.shipped_for(128)])
+    expect = "sm90" if best90[0][1].time_s < best80[0][1].time_s else "sm80"
+    key = (gpu, *shape.values())
+    assert kernels._BACKENDS[key] == expect
+    with pytest.raises(ValueError, match="backend"):
+        kernels.flash_attention(q, k, v, backend="sm70")
