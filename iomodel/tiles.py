@@ -68,6 +68,9 @@ def instruction_reasons(kernel: str, spec, configs: list[dict], d: int) -> np.nd
             rows = c["block_m"] / c["consumers"]
             if rows != int(rows) or int(rows) % wg.m:
                 out[i] = f"rows per consumer warpgroup = {rows:g} is not a multiple of wgmma m={wg.m}"
+            elif rows != wg.m:
+                # the family's kernel gives each consumer warpgroup one wgmma row block
+                out[i] = f"rows per consumer warpgroup = {rows:g}: the kernel gives each warpgroup {wg.m} rows"
             elif c["block_n"] % wg.k or not wg.valid_n(c["block_n"]):
                 out[i] = f"block_n {c['block_n']} is not a valid wgmma n (multiple of {wg.n_multiple}, <= {wg.n_max}) and k={wg.k}"
             elif not wg.valid_n(d):
