@@ -308,6 +308,20 @@ def validation_html(report, spec, title: str | None = None) -> str:
     groups = _html_table(["kernel", "shape", "configs", "Spearman", "model's top", "best measured",
                           "top-1 within 5%"], group_rows)
     pooled = "-" if report.pooled_spearman is None else f"{report.pooled_spearman:+.3f}"
+    choice = ""
+    shape_groups = getattr(report, "shape_groups", [])
+    if shape_groups:
+        choice_rows = [[_shape_label(g.shape), g.n, "-" if g.spearman is None else f"{g.spearman:+.2f}",
+                        f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)",
+                        f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
+                        ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"] for g in shape_groups]
+        hits = sum(1 for g in shape_groups if g.top1)
+        mean_all = "-" if report.pooled_spearman_all is None else f"{report.pooled_spearman_all:+.3f}"
+        choice = ("<h2>Kernel and tile choice</h2><p class=\"note\">Every family's configurations of one shape "
+                  "ranked together: the choice <code>python -m iomodel predict</code> makes.</p>"
+                  + _html_table(["shape", "configs", "Spearman", "model's top", "best measured", "top-1 within 5%"],
+                                choice_rows)
+                  + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(shape_groups)}</p>")
     row_rows = [[r.kernel, r.config_label, _shape_label(r.shape), f"{r.measured_s * 1e3:.3f}",
                  f"{r.measured_tflops:.1f}", "-" if not r.predicted_s else f"{r.predicted_s * 1e3:.3f}",
                  "-" if not r.predicted_s else f"{r.predicted_tflops:.1f}", pct(r.err_pct, True),
@@ -329,7 +343,7 @@ def validation_html(report, spec, title: str | None = None) -> str:
         f"Rank statistics over each kernel x shape timed with at least {MIN_GROUP} configs.</p>"
         f"<h2>Accuracy</h2>{stats}"
         f"<h2>Tile ranking</h2>{groups}<p>pooled mean Spearman: {pooled}; top-1 within 5%: "
-        f"{report.top1_hits}/{report.top1_total}</p>"
+        f"{report.top1_hits}/{report.top1_total}</p>{choice}"
         f"<h2>Roofline</h2>{roof}"
         f'<h2>Predicted vs measured</h2><div class="pair"><div class="side">{rows_t}</div>'
         f'<div class="plot">{sc_html}</div></div>'
