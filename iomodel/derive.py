@@ -54,7 +54,6 @@ class Resident:
     copies: sp.Expr          # pipeline stages
     itemsize: int
     staged_input: bool = False  # an input brought in from global memory
-    streamed: bool = False      # it carries a streamed axis (a ring of `copies` buffers)
 
     @property
     def nbytes(self) -> sp.Expr:
@@ -107,11 +106,6 @@ class KernelCosts:
     def smem_buffers(self) -> sp.Expr:
         """SMEM tile buffers (counting pipeline copies) of staged inputs: each needs a 'full' signal."""
         return sp.Add(*[r.copies for r in self.residents if r.level == "smem" and r.staged_input])
-
-    @property
-    def smem_stream_buffers(self) -> sp.Expr:
-        """Buffers of streamed inputs: a ring also needs an 'empty' signal per copy."""
-        return sp.Add(*[r.copies for r in self.residents if r.level == "smem" and r.staged_input and r.streamed])
 
     @property
     def smem_traffic_bytes(self) -> sp.Expr:
@@ -199,22 +193,20 @@ class _Nest:
     def tile(self, arr: Array, level: str) -> sp.Expr:
         return sp.Mul(*[self.extent(a.name, level) for a in arr.axes])
 
+    @staticmethod
+    def _enclosing(loops: list[Partition], axes: set[str]) -> list[Partition]:
+        """The loops enclosing a point that depends on `axes`: all of them down to the innermost one
+        over an axis in `axes` (outer loops enclose it regardless)."""
+        last = max([i for i, p in enumerate(loops) if p.axis_name in axes], default=-1)
+        return loops[: last + 1]
+
     def streams_through(self, axes: set[str]) -> list[Partition]:
-        """Block-level stream loops enclosing a point that depends on `axes`: all loops down to
-        the innermost one over an axis in `axes` (outer loops enclose it regardless)."""
-        last = -1
-        for i, p in enumerate(self.block_streams):
-            if p.axis_name in axes:
-                last = i
-        return self.block_streams[: last + 1]
+        """Block-level stream loops enclosing a point that depends on `axes`."""
+        return self._enclosing(self.block_streams, axes)
 
     def unit_streams_through(self, axes: set[str]) -> list[Partition]:
         """Register-level stream loops (inside the warp loop) enclosing a use over `axes`."""
-        last = -1
-        for i, p in enumerate(self.unit_streams):
-            if p.axis_name in axes:
-                last = i
-        return self.unit_streams[: last + 1]
+        return self._enclosing(self.unit_streams, axes)
 
     def unit_steps(self, loops: list[Partition]) -> sp.Expr:
         """Iterations of register-level stream loops, relative to the block tile."""
@@ -270,8 +262,7 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             stages = sp.Max(*([stream_stage[a] for a in carried if a in stream_stage] or [1]))
-            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True,
-                                      any(a in stream_stage for a in carried)))
+            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True))
             transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"),
                                       nest.block_steps(use_loops) * units * reads, x.itemsize))
         else:
@@ -283,11 +274,11 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     for x in d.inputs():
         passes = max([getattr(c, "passes", 1) for c in d.consumers(x.name)] or [1])
         if passes > 1 and d.level_of(x) != "smem":
-            reread.append((passes - 1) * x.nbytes() if exact else (passes - 1) * nest.blocks() * units
-                          * sp.Mul(*[nest.div(nest.block_tile(a.name), 1) if a.name not in nest.unit_group
-                                     else nest.unit_group[a.name].size for a in x.axes]) * x.itemsize)
-            span.append(sp.Mul(*[nest.unit_group[a.name].size if a.name in nest.unit_group else nest.block_tile(a.name)
-                                 for a in x.axes]) * x.itemsize)
+            # what one unit reads in a pass: its rows, the whole streamed extent
+            per_unit = sp.Mul(*[nest.unit_group[a.name].size if a.name in nest.unit_group else nest.block_tile(a.name)
+                                for a in x.axes]) * x.itemsize
+            reread.append((passes - 1) * nest.blocks() * units * per_unit)
+            span.append(per_unit)
 
     # --- outputs: written once per block tile (per chunk when they carry a streamed axis) ---
     for x in d.output_arrays():

@@ -52,8 +52,7 @@ class ExecutionPlan:
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
-    sync_bytes_per_buffer: int = 0         # a 'full' barrier per staged buffer
-    sync_bytes_per_stream_buffer: int = 0  # an 'empty' barrier per buffer of a streamed ring
+    sync_bytes_per_buffer: int = 0         # mbarriers per staged buffer (full, and empty for a ring)
     smem_slack_bytes: int = 0              # alignment slack requested on top
     fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
     register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
@@ -139,7 +138,6 @@ class CompiledKernel:
             "hbm_bytes": compulsory_bytes,
             "stages": costs.stream_stages,
             "smem_buffers": costs.smem_buffers,
-            "smem_stream_buffers": costs.smem_stream_buffers,
             "frag_per_thread": costs.fragment_bytes_per_k / (4 * costs.unit_threads),
             "operand_regs": costs.register_operand_bytes / (4 * costs.unit_threads),
             "reread_bytes": costs.reread_bytes,
@@ -190,8 +188,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
     regs = _ceil_to(data_regs + plan.reg_overhead, 8)
     regs = np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
-    smem = (v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"]
-            + plan.sync_bytes_per_stream_buffer * v["smem_stream_buffers"] + plan.smem_slack_bytes)
+    smem = v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"] + plan.smem_slack_bytes
     blocks = v["blocks"]
     reasons = np.full(blocks.shape, "", dtype=object)
     reasons = np.where(smem > spec.smem_per_block, f"SMEM per block over {spec.smem_per_block} B", reasons)
