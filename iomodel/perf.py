@@ -56,6 +56,8 @@ class ExecutionPlan:
     smem_slack_bytes: int = 0              # alignment slack requested on top
     fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
     register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
+    tensor_reads_smem: bool = False        # the tensor instruction reads its SMEM operands itself (wgmma): that
+    #                                        traffic runs under the matrix product instead of as a phase of its own
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:
@@ -221,7 +223,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
         "smem": v["smem_traffic"] * share / rates.smem,
     }
     warps_per_sched = np.minimum(occ, per_sm_blocks) * np.ceil(threads / 32) / spec.schedulers_per_sm
-    compute_sum = t["tensor"] + t["fp32"] + t["exp"] + t["smem"]
+    compute_sum = t["tensor"] + t["fp32"] + t["exp"] + (0.0 if plan.tensor_reads_smem else t["smem"])
     compute_max = np.maximum.reduce([t["tensor"], t["fp32"], t["exp"], t["smem"]])
     if plan.overlap == "sync":
         # a warp's phases run in sequence; a second resident warp per scheduler fills part of the gaps

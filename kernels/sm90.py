@@ -152,8 +152,9 @@ def kernel_instance(cfg: Sm90Config, dtype: str, causal: bool) -> str:
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
-        f"    int N_k, float scale_log2) {{\n"
-        f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2);\n"
+        f"    int N_k, float scale_log2, int sec, int* counter) {{\n"
+        f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2, sec,\n"
+        f"                                counter);\n"
         f"}}\n"
     )
 
@@ -620,7 +621,7 @@ def default_config(d: int, causal: bool) -> Sm90Config:
     table = {
         (64, False): Sm90Config(192, 128, 2, 64, 3),
         (64, True): Sm90Config(192, 128, 2, 64, 3),
-        (128, False): Sm90Config(128, 176, 2, 128, 2),
+        (128, False): Sm90Config(128, 128, 3, 128, 2),
         (128, True): Sm90Config(128, 128, 3, 128, 2),
         (256, False): Sm90Config(128, 80, 2, 256, 2),
         (256, True): Sm90Config(128, 80, 2, 256, 2),
@@ -628,9 +629,27 @@ def default_config(d: int, causal: bool) -> Sm90Config:
     return table[(d, bool(causal))]
 
 
+# Causal tile order: sections of heads whose K and V together take at most this share of the L2, so
+# that the CTAs running at once re-read K/V the L2 still holds (TileInfo in the kernel).  Sections
+# only pay when a head's K/V is small: below MIN_SECTION_HEADS heads per section all tiles go
+# longest first over all heads.  0 turns sections off.
+L2_SECTION_SHARE = 0.4
+MIN_SECTION_HEADS = 8
+
+
+def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
+    """Query heads per causal scheduling section (B * H: one section)."""
+    group = H // H_kv
+    kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
+    if kv_heads * group < MIN_SECTION_HEADS:
+        return B * H
+    return max(1, min(B * H, kv_heads * group))
+
+
 def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | None = None,
                          scale: float | None = None, return_lse: bool = False, out=None,
-                         _defines: tuple[str, ...] | None = None, _debug_buffer=None, _persistent=None):
+                         _defines: tuple[str, ...] | None = None, _debug_buffer=None, _persistent=None,
+                         _sections: int | None = None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other
@@ -682,6 +701,11 @@ def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | Non
             fn = drv.function(dev, key, cubin, kernel_name(config, dtype, bool(causal)), smem)
             _launch_cache[key] = fn
         grid = (min(num_tiles, _num_sms(dev)) if persistent else num_tiles, 1, 1)
+        sec = _sections if _sections is not None else (
+            heads_per_section(B, H, H_kv, N_k, d, q.element_size(), _l2_bytes(dev)) if causal else B * H)
+        sec = max(1, min(int(sec), B * H))
+        # causal kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
+        counter = _tile_counter(dev, torch.cuda.current_stream(dev)) if causal and d <= 128 else None
         dq, sq = _tma_dims(q)
         dk_, sk = _tma_dims(k)
         dv, sv = _tma_dims(v)
@@ -690,10 +714,36 @@ def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | Non
         tmv = drv.tensor_map(dtype, v.data_ptr(), dv, sv, [64, config.block_n, 1, 1])
         args = [tmq, tmk, tmv, ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(l_ptr), ctypes.c_int(B),
                 ctypes.c_int(H), ctypes.c_int(H_kv), ctypes.c_int(N_q), ctypes.c_int(N_k),
-                ctypes.c_float(float(scale) * 1.4426950408889634)]
+                ctypes.c_float(float(scale) * 1.4426950408889634), ctypes.c_int(sec),
+                ctypes.c_void_p(counter.data_ptr() if counter is not None else 0)]
         stream = torch.cuda.current_stream(dev).cuda_stream
         drv.launch(fn, grid, (config.threads, 1, 1), smem, stream, args)
     return (out, lse) if return_lse else out
+
+
+_counters: dict[tuple[int, int], object] = {}
+_l2_cache: dict[int, int] = {}
+
+
+def _l2_bytes(index: int) -> int:
+    if index not in _l2_cache:
+        import torch
+
+        _l2_cache[index] = int(torch.cuda.get_device_properties(index).L2_cache_size)
+    return _l2_cache[index]
+
+
+def _tile_counter(index: int, stream):
+    """The dynamic schedule's tile counter for (device, stream), zeroed on that stream (one per
+    stream, so kernels running at once on different streams never share one)."""
+    import torch
+
+    key = (index, stream.cuda_stream)
+    c = _counters.get(key)
+    if c is None:
+        c = _counters[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{index}")
+    c.zero_()
+    return c
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -82,6 +82,17 @@ def test_gqa_many_tiles(d, persistent):
 
 
 @pytest.mark.parametrize("d", [64, 128])
+def test_persistent_tile_walk(d):
+    """Many tiles per CTA: the causal kernels' dynamic schedule (tiles without keys, N_q > N_k, in the
+    middle of a walk; a second launch must find its counter zeroed again) and the fixed one."""
+    torch.seed()  # fresh inputs every run
+    for _ in range(2):
+        check(BASE[d], torch.bfloat16, 3, 10, 5, 3000, 700, True)
+    check(BASE[d], torch.float16, 2, 8, 8, 1500, 1500, False)
+    check(BASE[d], torch.bfloat16, 2, 12, 4, 1111, 1500, True, persistent=False)
+
+
+@pytest.mark.parametrize("d", [64, 128])
 def test_large_scores_and_strides(d):
     torch.seed()  # fresh inputs every run
     check(BASE[d], torch.bfloat16, 1, 2, 2, 1000, 1000, False, mag=8.0)

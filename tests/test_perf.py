@@ -122,3 +122,29 @@ def test_bad_shapes_raise_one_line_errors():
         with pytest.raises(ModelError, match=msg) as e:
             predict("flash_sm80", "h100-sxm", shape(**bad), FA2_D128)
         assert "\n" not in str(e.value)
+
+
+def test_smem_read_by_the_tensor_instruction_overlaps_the_matrix_product(monkeypatch):
+    """wgmma reads its SMEM operands itself: with `tensor_reads_smem` that traffic leaves the serialized
+    sum of units (it still bounds the time as a unit of its own), so the prediction gets faster by
+    exactly the SMEM term's share of that sum, and nothing else changes."""
+    import dataclasses
+
+    from iomodel import api
+
+    cfg = dict(block_m=128, block_n=128, stages=2, consumers=2)
+    rng = np.random.default_rng()
+    s = shape(N_q=int(rng.choice([2048, 4096, 8192])), d=int(rng.choice([64, 128])))
+    with_flag = predict("flash_sm90", "h100-sxm", s, cfg)
+    fam = api.FAMILIES["flash_sm90"]
+    monkeypatch.setitem(api.FAMILIES, "flash_sm90",
+                        dataclasses.replace(fam, plan=dataclasses.replace(fam.plan, tensor_reads_smem=False)))
+    api.family_model.cache_clear()
+    try:
+        without = predict("flash_sm90", "h100-sxm", s, cfg)
+    finally:
+        api.family_model.cache_clear()
+    assert with_flag.terms == pytest.approx(without.terms)
+    assert without.terms["smem"] > 0
+    assert with_flag.time_s < without.time_s
+    assert with_flag.time_s >= max(with_flag.terms[k] for k in ("tensor", "smem")) - 1e-12

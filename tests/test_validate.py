@@ -24,6 +24,7 @@ from iomodel.validate import (
     spearman,
 )
 from validation.run import (
+    NOT_TIMED,
     FakeEnv,
     KernelFamily,
     Predictor,
@@ -372,6 +373,8 @@ def test_dry_run_sweep_end_to_end(tmp_path, spec, capsys):
     good = by[("flash_sm80", "128x64w4s2", 4096)]
     assert good["ok"] and good["measured_tflops"] > 0 and good["predicted_ms"] > 0
     assert good["timing"]["repeats"] >= 20 and good["timing"]["input_sets"] >= 3
+    assert good["timing"]["interleaved"] is True and good["timing"]["rounds"] == 5 == on_disk["options"]["rounds"]
+    assert not any(r.get("error") == NOT_TIMED for r in rows)
     assert by[("sdpa_flash", "-", 4096)]["peer_prediction"]["time_s"] > 0
     assert by[("sdpa_efficient", "-", 4096)]["predicted_ms"] is None
     # all d128 configs at N=4096, the model's top elsewhere
@@ -389,6 +392,76 @@ def test_dry_run_sweep_end_to_end(tmp_path, spec, capsys):
                    peer_predictor=lambda p, s, sh, cal: api.peer_prediction(p, s, sh, cal))
     assert rep.ours.n > 0 and rep.groups and rep.groups[0].n >= MIN_GROUP
     assert "torch" not in sys.modules
+
+
+def _row_keys(res):
+    return [((r["kernel"], r["config_label"], json.dumps(r["shape"], sort_keys=True)), r["ok"], sorted(r))
+            for r in res["rows"]]
+
+
+def test_dry_run_rounds_keep_rows_and_mark_timing(tmp_path, spec):
+    """--rounds changes how rows are timed, not which rows there are or what they hold."""
+    runs = {}
+    for rounds in (1, 3):
+        lines = []
+        runs[rounds] = run_sweep(FakeEnv(spec), spec,
+                                 SweepOptions(out=tmp_path / f"r{rounds}.json", quick=True, seed=5, dry_run=True,
+                                              rounds=rounds),
+                                 predictor_api=FakeApi(), log=lines.append)
+        assert len([ln for ln in lines if ln.startswith("[")]) == len(runs[rounds]["rows"])
+    assert _row_keys(runs[1]) == _row_keys(runs[3])
+    assert runs[3]["options"]["rounds"] == 3 and runs[1]["options"]["rounds"] == 1
+    timed = [r for r in runs[3]["rows"] if r["ok"]]
+    assert len(timed) > 10
+    assert all(r["timing"]["interleaved"] is True and r["timing"]["rounds"] == 3 for r in timed)
+    assert all(r["timing"]["interleaved"] is False and r["timing"]["rounds"] == 1 for r in runs[1]["rows"] if r["ok"])
+
+
+def test_dry_run_timing_failure_marks_only_that_row(tmp_path, spec):
+    out = tmp_path / "res.json"
+    lines = []
+    env = FakeEnv(spec, fail_timing=("128x64w4s2",))
+    res = run_sweep(env, spec, SweepOptions(out=out, quick=True, seed=2, dry_run=True, rounds=4),
+                    predictor_api=FakeApi(), log=lines.append)
+    rows = json.loads(out.read_text())["rows"]
+    bad = [r for r in rows if r["config_label"] == "128x64w4s2"]
+    assert len(bad) == 1 and bad[0]["kernel"] == "flash_sm80"
+    bad = bad[0]
+    assert not bad["ok"] and "while timing" in bad["error"] and bad["measured_ms"] is None and "timing" not in bad
+    assert bad["max_rel_err"] is not None  # it passed its check
+    same_shape = [r for r in rows if r["shape"] == bad["shape"] and r is not bad]
+    baseline = run_sweep(FakeEnv(spec), spec, SweepOptions(out=tmp_path / "base.json", quick=True, seed=2,
+                                                           dry_run=True, rounds=4),
+                         predictor_api=FakeApi(), log=lambda s: None)
+    base_by = {(r["kernel"], r["config_label"], r["shape"]["N_q"]): r for r in baseline["rows"]}
+    for r in same_shape:  # every other row of that shape is as it is without the failure
+        b = base_by[(r["kernel"], r["config_label"], r["shape"]["N_q"])]
+        assert r["ok"] == b["ok"] and r.get("error") == b.get("error")
+        if r["ok"]:
+            assert r["measured_ms"] == pytest.approx(b["measured_ms"]) and r["timing"]["interleaved"]
+    assert sum(r["ok"] for r in res["rows"]) == sum(r["ok"] for r in baseline["rows"]) - 1
+    assert sum(1 for ln in lines if "FAILED (RuntimeError: fake launch failure while timing" in ln) == 1
+
+
+def test_interrupted_timing_leaves_checked_rows_on_disk(tmp_path, spec):
+    """Rows are on disk, checked, before their shape is timed; an interrupt there loses no check."""
+    out = tmp_path / "res.json"
+    env = FakeEnv(spec)
+
+    def interrupted(fns, inputs, rounds=5, *, on_error=None):
+        raise KeyboardInterrupt
+
+    env.timer.time_interleaved = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(env, spec, SweepOptions(out=out, quick=True, seed=3, dry_run=True), predictor_api=FakeApi(),
+                  log=lambda s: None)
+    rows = json.loads(out.read_text())["rows"]
+    first_shape = rows[0]["shape"]
+    assert rows and all(r["shape"] == first_shape for r in rows)  # the second shape never started
+    waiting = [r for r in rows if r.get("error") == NOT_TIMED]
+    assert len(waiting) > 10
+    assert all(not r["ok"] and r["measured_ms"] is None and r["max_rel_err"] < 1e-2 for r in waiting)
+    assert any(r["error"] == "output has NaN or Inf" for r in rows)  # check failures are recorded too
 
 
 def test_dry_run_budget_skips_rows(tmp_path, spec):
@@ -422,15 +495,19 @@ def test_cli_help_and_dry_run_without_torch(tmp_path):
     assert r.returncode == 0 and "run" in r.stdout
     r = subprocess.run([sys.executable, "-m", "validation", "run", "--help"], capture_output=True, text=True,
                        env=env, cwd=REPO)
-    assert r.returncode == 0 and "--dry-run" in r.stdout and "--gpu-spec" in r.stdout
+    assert r.returncode == 0 and "--dry-run" in r.stdout and "--gpu-spec" in r.stdout and "--rounds" in r.stdout
     out = tmp_path / "dry.json"
     r = subprocess.run([sys.executable, "-m", "validation", "run", "--dry-run", "--quick", "--only",
-                        "flash_sm80,peers", "--out", str(out), "--seed", "3"],
+                        "flash_sm80,peers", "--out", str(out), "--seed", "3", "--rounds", "3"],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "DRY RUN" in r.stderr and "[1/" in r.stderr
     data = json.loads(out.read_text())
-    assert data["dry_run"] is True and data["rows"]
+    assert data["dry_run"] is True and data["rows"] and data["options"]["rounds"] == 3
+    assert all(row["timing"]["rounds"] == 3 for row in data["rows"] if row["ok"])
+    r = subprocess.run([sys.executable, "-m", "validation", "run", "--dry-run", "--rounds", "0"],
+                       capture_output=True, text=True, env=env, cwd=REPO)
+    assert r.returncode == 2 and "--rounds" in r.stderr
     r = subprocess.run([sys.executable, "-m", "validation", "run", "--only", "nope"], capture_output=True,
                        text=True, env=env, cwd=REPO)
     assert r.returncode == 2 and "--only" in r.stderr
@@ -459,6 +536,121 @@ def test_fake_timer_median_and_rotation():
     res = t(lambda *a: seen.append(a[0]), [(0,), (1,), (2,)])
     assert res.median_s == pytest.approx(2e-3) and res.repeats == 21 and res.input_sets == 3
     assert set(seen) == {0, 1, 2}
+
+
+def _random_sets(n: int = 3) -> list[tuple[np.ndarray, ...]]:
+    rng = np.random.default_rng()
+    return [tuple(rng.standard_normal(8) for _ in range(3)) for _ in range(n)]
+
+
+class _Drift:
+    """A device that slows down with every call made, whoever makes it:
+    call k takes 1 ms * (1 + per_call * k)."""
+
+    def __init__(self, per_call: float = 0.01):
+        self.per_call = per_call
+        self.calls = 0
+        self.now = 0.0
+        self.used: list[int] = []   # id of the q of each call, in order
+
+    def fn(self):
+        def f(q, k, v):
+            self.calls += 1
+            self.used.append(id(q))
+            self.now += self.current()
+        return f
+
+    def current(self) -> float:
+        return 1e-3 * (1 + self.per_call * self.calls)
+
+
+def _rel_gap(a, b) -> float:
+    return abs(a.median_s / b.median_s - 1)
+
+
+def test_fake_timer_interleaving_cancels_drift():
+    from validation.timing import FakeTimer
+
+    for rounds, close in ((1, False), (8, True), (10, True)):
+        dev = _Drift()
+        t = FakeTimer(lambda fn, inputs: dev.current(), repeats=40, noise=0.0)
+        a, b = t.time_interleaved([dev.fn(), dev.fn()], _random_sets(), rounds)
+        assert a.repeats == b.repeats == 40 and a.rounds == rounds
+        if close:
+            assert _rel_gap(a, b) < 0.01 and a.interleaved
+        else:  # one after the other: the second looks much slower than the identical first
+            assert b.median_s > a.median_s and _rel_gap(a, b) > 0.2 and not a.interleaved
+
+
+class _FakeCuda:
+    """torch.cuda stand-in: events read the fake device clock; counts synchronizes."""
+
+    def __init__(self, dev: _Drift):
+        self.dev = dev
+        self.syncs = 0
+
+    def synchronize(self):
+        self.syncs += 1
+
+    def Event(self, enable_timing=False):  # noqa: N802 - torch's name
+        dev = self.dev
+
+        class Ev:
+            def record(self):
+                self.t = dev.now
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1e3
+
+        return Ev()
+
+
+def test_cuda_event_timer_interleaves_rounds_and_rotates_inputs():
+    from validation.timing import CudaEventTimer
+
+    gaps = {}
+    for rounds in (1, 8):
+        dev = _Drift(per_call=0.005)
+        cuda = _FakeCuda(dev)
+        t = CudaEventTimer(torch=SimpleNamespace(cuda=cuda), warmup=3, min_repeats=40, max_repeats=40)
+        sets = _random_sets()
+        fns = [dev.fn(), dev.fn(), dev.fn()]
+        res = t.time_interleaved(fns, sets, rounds)
+        assert [r.repeats for r in res] == [40, 40, 40]
+        assert cuda.syncs == 2 * len(fns) + rounds  # warm-up and estimate of each, then one per round
+        timed = dev.used[len(fns) * 4:]  # after the warm-up and estimate calls
+        # 40 timed calls of each callable plus one untimed lead-in call per callable and round
+        assert len(timed) == 120 + rounds * len(fns)
+        assert all(x != y for x, y in zip(timed, timed[1:]))  # no set twice in a row
+        assert set(timed) == {id(s[0]) for s in sets}
+        gaps[rounds] = max(_rel_gap(res[0], res[-1]), _rel_gap(res[1], res[0]))
+    assert gaps[1] > 0.15 and gaps[8] < 0.01
+
+
+@pytest.mark.parametrize("timer_kind", ["fake", "cuda"])
+def test_timer_failure_of_one_callable_spares_the_others(timer_kind):
+    from validation.timing import CudaEventTimer, FakeTimer, Timing
+
+    dev = _Drift(per_call=0.0)
+    calls = {"bad": 0}
+
+    def bad(q, k, v):
+        calls["bad"] += 1
+        if calls["bad"] > 5:  # fine at first (warm-up, estimate), then a launch fails
+            raise RuntimeError("launch failed")
+        dev.fn()(q, k, v)
+
+    recovered = []
+    if timer_kind == "fake":
+        t = FakeTimer(lambda fn, inputs: dev.current(), repeats=30, noise=0.0)
+    else:
+        t = CudaEventTimer(torch=SimpleNamespace(cuda=_FakeCuda(dev)), min_repeats=30, max_repeats=30)
+    res = t.time_interleaved([dev.fn(), bad, dev.fn()], _random_sets(), 5, on_error=lambda: recovered.append(1))
+    assert isinstance(res[1], RuntimeError) and "launch failed" in str(res[1])
+    assert isinstance(res[0], Timing) and isinstance(res[2], Timing) and res[0].repeats == res[2].repeats == 30
+    assert res[0].median_s == pytest.approx(1e-3) and recovered == [1]
+    with pytest.raises(RuntimeError, match="launch failed"):
+        t(bad, _random_sets())
 
 
 def test_clock_sampler_with_fake_nvidia_smi(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import pytest
 
 from iomodel.validate import evaluate, load_results
 
+# the runs of the current kernels; validation/results/archive/ keeps runs of earlier kernel versions
 RESULTS = sorted((Path(__file__).resolve().parent.parent / "validation" / "results").glob("h100-sxm-*.json"))
 
 
@@ -24,18 +25,26 @@ def test_committed_results_cover_the_acceptance(report):
 
 
 def test_time_error_has_not_drifted(report):
-    # measured at 7.4% median over our kernels' rows (2026-11-22); the issue's bound is 10%
+    # runs 5 to 8 (2026-11-22): 7.0% median over our kernels' rows; sm80 6.9, sm90 5.8, unfused 12.0.
+    # The issue's bound is 10%; the per-family bounds sit a little above what was measured.
     assert report.ours.median_abs_pct <= 10.0
     assert report.per_kernel["flash_sm80"].median_abs_pct <= 10.0
-    assert report.per_kernel["flash_sm90"].median_abs_pct <= 12.0
+    assert report.per_kernel["flash_sm90"].median_abs_pct <= 8.0
     assert report.per_kernel["unfused"].median_abs_pct <= 15.0
 
 
+def _family(report, kernel):
+    return [g for g in report.groups if g.kernel == kernel and g.spearman is not None]
+
+
 def test_tile_ranking_has_not_drifted(report):
-    sm80 = [g.spearman for g in report.groups if g.kernel == "flash_sm80" and g.spearman is not None]
-    assert sm80 and sum(sm80) / len(sm80) >= 0.8
-    assert all(g.top1 for g in report.groups if g.kernel == "flash_sm80")
+    sm80 = _family(report, "flash_sm80")
+    assert sm80 and sum(g.spearman for g in sm80) / len(sm80) >= 0.8
+    assert all(g.top1 for g in sm80)
+    # the Hopper kernel, runs 5-8: mean 0.76 over 16 groups; the model's pick within 5% of the fastest in all
+    sm90 = _family(report, "flash_sm90")
+    assert sm90 and sum(g.spearman for g in sm90) / len(sm90) >= 0.75
+    assert all(g.top1 for g in sm90)
     # kernel and tile choice across all families for a shape: what `python -m iomodel predict` picks
-    assert report.pooled_spearman_all >= 0.9
-    hits = sum(1 for g in report.shape_groups if g.top1)
-    assert hits >= 0.8 * len(report.shape_groups)
+    assert report.pooled_spearman_all >= 0.95
+    assert all(g.top1 for g in report.shape_groups)

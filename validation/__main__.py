@@ -28,6 +28,16 @@ def _parse_only(text: str) -> tuple[str, ...]:
     return parts
 
 
+def _parse_rounds(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--rounds takes a whole number >= 1; got {text!r}")
+    return n
+
+
 def _parse_shape(text: str) -> dict:
     """``N:d[:causal][:fp16]``, e.g. ``4096:128:causal``; B and H keep B*N=16384, H*d=2048."""
     from .run import make_shape
@@ -72,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--budget-s", type=float, default=None,
                    help="stop starting new rows after this many seconds (default 510; rows left are "
                         "recorded as skipped)")
+    r.add_argument("--rounds", type=_parse_rounds, default=5, metavar="N",
+                   help="time the rows of one shape interleaved, in N rounds of each row's share of calls, "
+                        "so clock or thermal drift falls on all configs alike (default 5; 1: each row in one block)")
     r.add_argument("--seed", type=int, default=None, help="random seed of the inputs (default: from the clock)")
     r.add_argument("--dry-run", action="store_true",
                    help="fake kernels and timer on the CPU (no torch): checks the sweep logic and the JSON")
@@ -134,6 +147,7 @@ def _cmd_run(args) -> int:
         budget_s=args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S,
         seed=args.seed,
         dry_run=args.dry_run,
+        rounds=args.rounds,
     )
     print(f"{'DRY RUN: ' if args.dry_run else ''}{env.device_name} as {spec.key}; results -> {opts.out}",
           file=sys.stderr)

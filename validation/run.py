@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import itertools
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .timing import FakeTimer, Timing
+from .timing import FakeTimer, TimingOutcome
 
 __all__ = [
     "OUR_KERNELS",
@@ -374,7 +375,8 @@ class FakeEnv:
     sweep, the JSON and the statistics can be checked without a GPU.  Some
     configs fail on purpose, to exercise the error paths:
     ``fail`` (labels whose build raises), ``nan`` (labels whose output is NaN),
-    ``wrong`` (labels whose output is off by 5%); and one peer is unsupported.
+    ``wrong`` (labels whose output is off by 5%), ``fail_timing`` (labels that
+    pass the check, then raise when timed); and one peer is unsupported.
     """
 
     device_name = "FAKE GPU (dry run)"
@@ -382,14 +384,16 @@ class FakeEnv:
     cuda_version = None
 
     def __init__(self, spec, *, fail: Iterable[str] = ("64x128w4s1",), nan: Iterable[str] = ("128x32w4s3",),
-                 wrong: Iterable[str] = (), unsupported_peers: Iterable[str] = ("sdpa_cudnn",),
-                 with_sm90: bool = True, sleep_s: float = 0.0):
+                 wrong: Iterable[str] = (), fail_timing: Iterable[str] = (),
+                 unsupported_peers: Iterable[str] = ("sdpa_cudnn",), with_sm90: bool = True, sleep_s: float = 0.0):
         self.spec = spec
         self.sm_count = spec.sm_count
         self.compute_capability = spec.compute_capability
         self.fail = set(fail)
         self.nan = set(nan)
         self.wrong = set(wrong)
+        self.fail_timing = set(fail_timing)
+        self._in_check = False
         self.unsupported_peers = set(unsupported_peers)
         self.with_sm90 = with_sm90
         self.timer = FakeTimer(self._time_of, sleep_s=sleep_s)
@@ -466,6 +470,8 @@ class FakeEnv:
             label = config_label(kernel, cfg)
             if label in self.fail:
                 raise RuntimeError(f"fake build failure for {kernel} {label}")
+            if label in self.fail_timing and not self._in_check:
+                raise RuntimeError(f"fake launch failure while timing {kernel} {label}")
             shape = q["shape"]
             t = conventional_flops(shape) / self._fake_rate(kernel, cfg, shape)
             err = float("nan") if label in self.nan else (0.05 if label in self.wrong else 2e-3)
@@ -499,8 +505,13 @@ class FakeEnv:
     def memory_problem(self, kernel: str, shape) -> str | None:
         return None
 
+    @contextlib.contextmanager
     def checking(self, kernel: str):
-        return contextlib.nullcontext()
+        self._in_check = True  # so ``fail_timing`` configs pass their check
+        try:
+            yield
+        finally:
+            self._in_check = False
 
     def _time_of(self, fn, inputs) -> float:
         return fn(*inputs[0])["time_s"]
@@ -674,6 +685,7 @@ class SweepOptions:
     input_sets: int = 3
     seed: int | None = None
     dry_run: bool = False
+    rounds: int = 5                   # timing rounds per shape; 1: each row timed in one block
 
 
 def _row_record(row: PlannedRow) -> dict[str, Any]:
@@ -704,8 +716,39 @@ def _fill_prediction(rec: dict, pred: dict | None, err: str | None, key: str = "
         rec["prediction_error"] = err
 
 
-def execute_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any], predictor: Predictor | None) -> dict:
-    """Predict, run once and check, then time one row.  Never raises."""
+#: ``error`` of a row that passed its check and waits for its shape's timing;
+#: it stays in the JSON only if the run stops before that
+NOT_TIMED = "passed the check; not timed (yet)"
+
+
+def _recover(env) -> None:
+    """After an exception on the device: surface a pending asynchronous error
+    (and swallow it) and give cached memory back."""
+    try:
+        env.sync()
+    except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows will say so
+        pass
+    env.release()
+
+
+def _record_error(rec: dict, exc: BaseException) -> None:
+    rec["error"] = _short_error(exc)
+    rec["traceback_tail"] = "".join(traceback.format_exception(exc)[-3:])[-1500:]
+
+
+def row_callable(row: PlannedRow, run: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(q, k, v)`` running this row's kernel (with its config) on one input set."""
+    causal = bool(row.shape.get("causal"))
+    if row.is_peer:
+        return lambda q, k, v: run(q, k, v, causal)
+    cfg = row.config
+    return lambda q, k, v: run(cfg, q, k, v, causal)
+
+
+def check_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any],
+              predictor: Predictor | None) -> tuple[dict, Callable[..., Any] | None]:
+    """Predict, run once and check one row.  Never raises.  Returns its record
+    and the callable to time, or None when the row failed (the record says why)."""
     rec = _row_record(row)
     shape = row.shape
     if predictor is not None:
@@ -715,44 +758,43 @@ def execute_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any], pred
         else:
             pred, perr = predictor.predict(row.kernel, shape, row.config)
             _fill_prediction(rec, pred, perr)
-    causal = bool(shape.get("causal"))
-    if row.is_peer:
-        fn = lambda q, k, v: run(q, k, v, causal)  # noqa: E731
-    else:
-        cfg = row.config
-        fn = lambda q, k, v: run(cfg, q, k, v, causal)  # noqa: E731
+    fn = row_callable(row, run)
     try:
         problem = env.memory_problem(row.kernel, shape)
         if problem:
             rec["error"] = problem
-            return rec
+            return rec, None
         with env.checking(row.kernel):
             out = fn(*inputs[0])
             env.sync()
         err, finite = env.check(out, ref)
-        del out
+        del out  # outputs are not kept: timing makes its own
         rec["max_rel_err"] = err if finite else None
         tol = TOLERANCE.get(shape.get("dtype", "bf16"), 1e-2)
         if not finite:
             rec["error"] = "output has NaN or Inf"
-            return rec
+            return rec, None
         if not err < tol:
             rec["error"] = f"wrong result: max_rel_err {err:.3g} >= {tol:g}"
-            return rec
-        timing: Timing = env.timer(fn, inputs)
-        rec["measured_ms"] = timing.median_s * 1e3
-        rec["measured_tflops"] = conventional_flops(shape) / timing.median_s / 1e12
-        rec["timing"] = timing.as_dict()
-        rec["ok"] = True
+            return rec, None
     except Exception as exc:  # noqa: BLE001 - one bad config must not end the sweep
-        rec["error"] = _short_error(exc)
-        rec["traceback_tail"] = "".join(traceback.format_exception(exc)[-3:])[-1500:]
-        try:
-            env.sync()
-        except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows will say so
-            pass
-        env.release()
-    return rec
+        _record_error(rec, exc)
+        _recover(env)
+        return rec, None
+    rec["error"] = NOT_TIMED
+    return rec, fn
+
+
+def fill_timing(rec: dict, outcome: TimingOutcome) -> None:
+    """Put a row's timing (or the exception its timing raised) into its record."""
+    if isinstance(outcome, Exception):
+        _record_error(rec, outcome)
+        return
+    rec.pop("error", None)
+    rec["measured_ms"] = outcome.median_s * 1e3
+    rec["measured_tflops"] = conventional_flops(rec["shape"]) / outcome.median_s / 1e12
+    rec["timing"] = outcome.as_dict()
+    rec["ok"] = True
 
 
 def progress_line(i: int, n: int, rec: dict, elapsed_s: float) -> str:
@@ -808,7 +850,8 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
         "date": date,
         "dry_run": bool(opts.dry_run),
         "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
-                    "budget_s": opts.budget_s, "tolerance": TOLERANCE},
+                    "budget_s": opts.budget_s, "rounds": opts.rounds,
+                    "lead_in_calls": getattr(getattr(env, "timer", None), "lead_in", None), "tolerance": TOLERANCE},
         "calibration": None,
         "ceilings": None,
         "notes": [],
@@ -857,53 +900,85 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
     n = len(plan)
     log(f"{n} rows over {len(shapes)} shapes  [{time.perf_counter() - t0:.0f}s]")
 
-    # 3. rows, shape by shape
+    # 3. rows, shape by shape: check every row of a shape, then time the ones
+    # that passed together, interleaved, so drift cannot favour one config
     seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
     results["seed"] = seed
-    i = 0
-    current_key = None
     inputs = ref = None
-    for row in plan:
-        i += 1
-        key = json.dumps(row.shape, sort_keys=True)
-        elapsed = time.perf_counter() - t0
-        if elapsed > opts.budget_s:
-            rec = _row_record(row)
-            rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
-            results["rows"].append(rec)
-            continue
-        if key != current_key:
-            inputs = ref = None
-            env.release()
-            try:
-                inputs = env.make_inputs(row.shape, opts.input_sets, seed + i)
-                ref = env.reference(*inputs[0], bool(row.shape.get("causal")))
-                env.sync()
-                current_key = key
-            except Exception as exc:  # noqa: BLE001
-                current_key = None
-                rec = _row_record(row)
-                rec["error"] = f"could not make inputs/reference: {_short_error(exc)}"
-                results["rows"].append(rec)
-                log(progress_line(i, n, rec, elapsed))
-                write_json_atomic(opts.out, results)
-                continue
-        if row.is_peer:
-            run, why = peer_fns.get(row.kernel, (None, "peer not available"))
-            if run is None:
-                rec = _row_record(row)
-                rec["error"] = f"skipped: {why}"
-                results["rows"].append(rec)
-                log(progress_line(i, n, rec, time.perf_counter() - t0))
-                write_json_atomic(opts.out, results)
-                continue
-        else:
-            run = families[row.kernel].run
-        rec = execute_row(env, row, inputs, ref, run, predictor)
-        results["rows"].append(rec)
+
+    def save() -> None:
         results["elapsed_s"] = time.perf_counter() - t0
-        log(progress_line(i, n, rec, time.perf_counter() - t0))
         write_json_atomic(opts.out, results)
+
+    def finish(i: int, rec: dict) -> None:
+        log(progress_line(i, n, rec, time.perf_counter() - t0))
+
+    numbered = list(enumerate(plan, 1))
+    for _key, group_iter in itertools.groupby(numbered, key=lambda ir: json.dumps(ir[1].shape, sort_keys=True)):
+        group = list(group_iter)
+        shape = group[0][1].shape
+        inputs = ref = None
+        env.release()
+        if time.perf_counter() - t0 > opts.budget_s:
+            for _i, row in group:
+                rec = _row_record(row)
+                rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
+                results["rows"].append(rec)
+            continue
+        try:
+            inputs = env.make_inputs(shape, opts.input_sets, seed + group[0][0])
+            ref = env.reference(*inputs[0], bool(shape.get("causal")))
+            env.sync()
+        except Exception as exc:  # noqa: BLE001
+            why = f"could not make inputs/reference: {_short_error(exc)}"
+            inputs = ref = None
+            _recover(env)
+            for i, row in group:
+                rec = _row_record(row)
+                rec["error"] = why
+                results["rows"].append(rec)
+                finish(i, rec)
+            save()
+            continue
+        # 3a. predict, run once, check; the record is on disk before any timing
+        to_time: list[tuple[int, dict, Callable[..., Any]]] = []
+        for i, row in group:
+            if time.perf_counter() - t0 > opts.budget_s:
+                rec = _row_record(row)
+                rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
+                results["rows"].append(rec)
+                continue
+            if row.is_peer:
+                run, why = peer_fns.get(row.kernel, (None, "peer not available"))
+                if run is None:
+                    rec = _row_record(row)
+                    rec["error"] = f"skipped: {why}"
+                    results["rows"].append(rec)
+                    finish(i, rec)
+                    save()
+                    continue
+            else:
+                run = families[row.kernel].run
+            rec, fn = check_row(env, row, inputs, ref, run, predictor)
+            results["rows"].append(rec)
+            if fn is None:
+                finish(i, rec)
+            else:
+                to_time.append((i, rec, fn))
+            save()
+        ref = None  # not needed for timing
+        # 3b. time the rows that passed, together
+        if to_time:
+            try:
+                outcomes = env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, opts.rounds,
+                                                      on_error=lambda: _recover(env))
+            except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the shape says so
+                _recover(env)
+                outcomes = [exc] * len(to_time)
+            for (i, rec, _fn), outcome in zip(to_time, outcomes):
+                fill_timing(rec, outcome)
+                finish(i, rec)
+            save()
 
     inputs = ref = None
     env.release()

@@ -1,5 +1,10 @@
 """Timing helpers: CUDA-event timing with rotated inputs, and a fake timer for dry runs.
 
+Both timers time several callables *interleaved*: ``time_interleaved`` runs
+every callable's repeats in ``rounds`` rounds, each round a share of every
+callable's calls, so a slow drift of clock or temperature over the run falls
+on all of them alike instead of on whichever ran last.
+
 Nothing here imports torch at module import time; ``CudaEventTimer`` imports it
 when constructed.
 """
@@ -12,18 +17,24 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-__all__ = ["Timing", "choose_repeats", "CudaEventTimer", "FakeTimer"]
+DEFAULT_LEAD_IN = 1  # untimed calls before each callable's share of a round
+
+__all__ = ["DEFAULT_LEAD_IN", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
+           "FakeTimer"]
 
 
 @dataclass
 class Timing:
-    """Result of timing one callable: median seconds over ``repeats`` calls."""
+    """Result of timing one callable: median seconds over ``repeats`` calls,
+    made in ``rounds`` rounds (interleaved with other callables when > 1)."""
 
     median_s: float
     min_s: float
     max_s: float
     repeats: int
     input_sets: int
+    rounds: int = 1
+    interleaved: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -32,7 +43,14 @@ class Timing:
             "max_ms": self.max_s * 1e3,
             "repeats": self.repeats,
             "input_sets": self.input_sets,
+            "interleaved": self.interleaved,
+            "rounds": self.rounds,
         }
+
+
+#: what ``time_interleaved`` gives for each callable: its Timing, or the
+#: exception it raised (the others are timed all the same)
+TimingOutcome = Timing | Exception
 
 
 def choose_repeats(
@@ -53,85 +71,198 @@ def choose_repeats(
     return max(min_repeats, min(max_repeats, n))
 
 
-def _summarize(samples: Sequence[float], input_sets: int) -> Timing:
+def round_share(total: int, rounds: int, r: int) -> int:
+    """Calls of round ``r`` when ``total`` calls are spread over ``rounds`` rounds."""
+    return total // rounds + (1 if r < total % rounds else 0)
+
+
+def round_order(n: int, r: int) -> list[int]:
+    """Order of ``n`` callables in round ``r``: forward in even rounds, backward
+    in odd ones, so under a linear drift each pair of rounds puts every
+    callable at the same mean position."""
+    order = list(range(n))
+    return order if r % 2 == 0 else order[::-1]
+
+
+def _summarize(samples: Sequence[float], input_sets: int, rounds: int = 1, n_fns: int = 1) -> Timing:
     return Timing(
         median_s=statistics.median(samples),
         min_s=min(samples),
         max_s=max(samples),
         repeats=len(samples),
         input_sets=input_sets,
+        rounds=rounds,
+        interleaved=rounds > 1 and n_fns > 1,
     )
 
 
-class CudaEventTimer:
-    """Times ``fn(*inputs[i % len(inputs)])`` with one pair of CUDA events per call.
+def _check_args(inputs: Sequence[Sequence[Any]], rounds: int) -> None:
+    if not inputs:
+        raise ValueError("need at least one input set")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
 
-    Inputs rotate among the given sets so that, with sets larger than L2
+
+def _first(outcome: TimingOutcome) -> Timing:
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+class CudaEventTimer:
+    """Times ``fn(*inputs[i])`` with one pair of CUDA events per call.
+
+    Inputs rotate among the given sets (one counter over all callables, so two
+    consecutive calls never share a set) so that, with sets larger than L2
     together, each call reads its operands from HBM.  A few warm-up calls run
     first (they also trigger lazy compilation), then one call estimates the
-    time so the number of repeats fits ``target_s``.
+    time so the number of repeats fits ``target_s``.  ``torch`` may be given
+    (a stand-in, for tests); else it is imported.
     """
 
     def __init__(self, *, warmup: int = 3, min_repeats: int = 20, max_repeats: int = 200,
-                 target_s: float = 0.12):
-        import torch  # noqa: F401  (lazy: GPU side only)
+                 target_s: float = 0.12, lead_in: int = DEFAULT_LEAD_IN, torch: Any = None):
+        if torch is None:
+            import torch  # (lazy: GPU side only)
 
         self.torch = torch
         self.warmup = warmup
+        self.lead_in = lead_in  # untimed calls before each callable's share of a round
         self.min_repeats = min_repeats
         self.max_repeats = max_repeats
         self.target_s = target_s
 
     def __call__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]]) -> Timing:
+        """Time one callable in one block; raises what it raises."""
+        return _first(self.time_interleaved([fn], inputs, rounds=1)[0])
+
+    def _recover(self, on_error: Callable[[], None] | None) -> None:
+        if on_error is not None:
+            on_error()
+            return
+        try:
+            self.torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a sticky CUDA error; the caller's records say so
+            pass
+
+    def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
+                         rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
+        """Time every callable: warm-up and estimate each, choose each one's
+        repeats, then ``rounds`` rounds in which each runs its share of them
+        back to back, with one synchronize per round.  Median over all of a
+        callable's samples.  A callable that raises gets its exception in the
+        result and leaves the later rounds; ``on_error`` runs after each such
+        exception (default: a guarded synchronize)."""
+        _check_args(inputs, rounds)
         torch = self.torch
-        if not inputs:
-            raise ValueError("need at least one input set")
         n_sets = len(inputs)
-        for i in range(self.warmup):
-            fn(*inputs[i % n_sets])
-        torch.cuda.synchronize()
-        # estimate
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*inputs[0])
-        end.record()
-        torch.cuda.synchronize()
-        est = start.elapsed_time(end) / 1e3
-        repeats = choose_repeats(est, target_s=self.target_s, min_repeats=self.min_repeats,
-                                 max_repeats=self.max_repeats)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        for i in range(repeats):
-            args = inputs[(i + 1) % n_sets]
-            starts[i].record()
-            fn(*args)
-            ends[i].record()
-        torch.cuda.synchronize()
-        samples = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)]
-        return _summarize(samples, n_sets)
+        out: list[TimingOutcome | None] = [None] * len(fns)
+        repeats = [0] * len(fns)
+        samples: list[list[float]] = [[] for _ in fns]
+
+        def fail(j: int, exc: Exception) -> None:
+            out[j] = exc
+            self._recover(on_error)
+
+        for j, fn in enumerate(fns):
+            try:
+                for i in range(self.warmup):
+                    fn(*inputs[i % n_sets])
+                torch.cuda.synchronize()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn(*inputs[0])
+                end.record()
+                torch.cuda.synchronize()
+                est = start.elapsed_time(end) / 1e3
+                # every round gets at least one call of every callable
+                repeats[j] = max(rounds, choose_repeats(est, target_s=self.target_s, min_repeats=self.min_repeats,
+                                                        max_repeats=self.max_repeats))
+            except Exception as exc:  # noqa: BLE001 - one bad callable must not stop the others
+                fail(j, exc)
+        call = 1  # the estimate used set 0
+        for r in range(rounds):
+            pending = []
+            for j in round_order(len(fns), r):
+                if out[j] is not None:
+                    continue
+                share = round_share(repeats[j], rounds, r)
+                starts = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
+                ends = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
+                try:
+                    # untimed lead-in calls: the first timed call then neither starts on an idle GPU
+                    # (after the round's synchronize) nor right at the switch from another kernel
+                    for _ in range(self.lead_in):
+                        fns[j](*inputs[call % n_sets])
+                        call += 1
+                    for i in range(share):
+                        args = inputs[call % n_sets]
+                        call += 1
+                        starts[i].record()
+                        fns[j](*args)
+                        ends[i].record()
+                except Exception as exc:  # noqa: BLE001
+                    fail(j, exc)
+                    continue
+                pending.append((j, starts, ends))
+            if not pending:
+                continue
+            try:
+                torch.cuda.synchronize()
+                for j, starts, ends in pending:
+                    samples[j].extend(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
+            except Exception as exc:  # noqa: BLE001 - an asynchronous error: no one callable to pin it on
+                for j, _s, _e in pending:
+                    fail(j, exc)
+        return [o if o is not None else _summarize(samples[j], n_sets, rounds, len(fns)) for j, o in enumerate(out)]
 
 
 class FakeTimer:
-    """Dry-run timer: calls ``fn`` (which returns a fake output) and reports a
-    time from ``time_of(fn, inputs)``, with a little deterministic noise."""
+    """Dry-run timer: calls ``fn`` (which returns a fake output) and reports
+    ``time_of(fn, inputs)`` for each call, with a little deterministic noise.
+    ``time_of`` is asked at every call, so a fake can drift over the run."""
 
     def __init__(self, time_of: Callable[[Callable[..., Any], Sequence[Any]], float], *,
-                 repeats: int = 20, noise: float = 0.01, sleep_s: float = 0.0):
+                 repeats: int = 20, noise: float = 0.01, sleep_s: float = 0.0, lead_in: int = DEFAULT_LEAD_IN):
         self.time_of = time_of
         self.repeats = repeats
+        self.lead_in = lead_in
         self.noise = noise
         self.sleep_s = sleep_s
 
     def __call__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]]) -> Timing:
-        if not inputs:
-            raise ValueError("need at least one input set")
-        base = self.time_of(fn, inputs)
-        samples = []
-        for i in range(self.repeats):
-            fn(*inputs[i % len(inputs)])
-            wobble = 1.0 + self.noise * math.sin(1.7 * i + 0.3)
-            samples.append(base * wobble)
+        """Time one callable in one block; raises what it raises."""
+        return _first(self.time_interleaved([fn], inputs, rounds=1)[0])
+
+    def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
+                         rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
+        """The same rounds, order, input rotation and error handling as
+        ``CudaEventTimer.time_interleaved``, with ``repeats`` calls per callable."""
+        _check_args(inputs, rounds)
+        n_sets = len(inputs)
+        out: list[TimingOutcome | None] = [None] * len(fns)
+        repeats = max(rounds, self.repeats)
+        samples: list[list[float]] = [[] for _ in fns]
+        call = 0
+        for r in range(rounds):
+            for j in round_order(len(fns), r):
+                if out[j] is not None:
+                    continue
+                try:
+                    for _ in range(self.lead_in):
+                        fns[j](*inputs[call % n_sets])
+                        call += 1
+                    for _ in range(round_share(repeats, rounds, r)):
+                        fns[j](*inputs[call % n_sets])
+                        call += 1
+                        i = len(samples[j])
+                        wobble = 1.0 + self.noise * math.sin(1.7 * i + 0.3)
+                        samples[j].append(self.time_of(fns[j], inputs) * wobble)
+                except Exception as exc:  # noqa: BLE001 - one bad callable must not stop the others
+                    out[j] = exc
+                    if on_error is not None:
+                        on_error()
         if self.sleep_s:
-            time.sleep(self.sleep_s)
-        return _summarize(samples, len(inputs))
+            time.sleep(self.sleep_s * len(fns))
+        return [o if o is not None else _summarize(samples[j], n_sets, rounds, len(fns)) for j, o in enumerate(out)]

@@ -17,16 +17,10 @@
 // Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
 // elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
 //
-// Compile-time switches (macros): SM90_NO_OVERLAP (sequential S / softmax / PV per chunk),
-// SM90_PINGPONG (named-barrier turn taking between the two consumer warpgroups),
-// SM90_DEBUG_S (write the first raw S tile to L and stop), SM90_WATCHDOG (trap on a hung wait).
+// Compile-time switch: SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
 #include "sm90_wgmma.cuh"
-
-#if defined(SM90_PINGPONG) && (defined(SM90_NO_OVERLAP) || defined(SM90_DEBUG_S))
-#error "SM90_PINGPONG needs the overlapped main loop"
-#endif
 
 namespace sm90 {
 
@@ -40,6 +34,14 @@ struct FwdTraits {
     static constexpr int kConsumers = kConsumers_;
     static constexpr bool kBF16 = kBF16_;
     static constexpr bool kCausal = kCausal_;
+    // Causal tiles differ in length: the producer claims them one by one from a global counter (a
+    // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
+    // walks a fixed list of tiles.  (At d = 256 the slot's registers would spill: fixed list.)
+#ifdef SM90_STATIC_SCHEDULE
+    static constexpr bool kDynamic = false;
+#else
+    static constexpr bool kDynamic = kCausal && kHeadDim_ <= 128;
+#endif
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
     static constexpr int kDBlocks = kHeadDim / 64;                 // 64-element column blocks
@@ -59,34 +61,13 @@ struct FwdTraits {
     static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "head_dim");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA box rows <= 256");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "registers");
-#ifdef SM90_PINGPONG
-    static constexpr bool kPingpong = kConsumers == 2;
-#else
-    static constexpr bool kPingpong = false;
-#endif
 };
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float fmax2(float a, float b) { return a > b ? a : b; }
 __device__ __forceinline__ float shfl_xor(float v, int m) {
     float r;
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
     return r;
-}
-
-// Pingpong between the two consumer warpgroups (named barriers 1 and 2, 256 threads each): a
-// warpgroup waits for its turn before issuing its wgmmas and hands the turn to the other one right
-// after, so one warpgroup's softmax runs under the other's matrix products.  Warpgroup 1 grants
-// the first turn to warpgroup 0 and skips its last hand-over, so arrivals and waits balance.
-template <class T>
-__device__ __forceinline__ void turn_wait(int cw) {
-    if constexpr (T::kPingpong) named_bar_sync(1 + cw, 256);
-}
-template <class T>
-__device__ __forceinline__ void turn_pass(int cw, bool last) {
-    if constexpr (T::kPingpong) {
-        if (!(last && cw == 1)) named_bar_arrive(1 + (cw ^ 1), 256);
-    }
 }
 
 // S = Q K^T for one 64-row warpgroup slice: A (Q) and B (K chunk) both K-major in SMEM.
@@ -143,18 +124,18 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int i = 0; i < T::kBlockN / 8; ++i) {
-        mx[0] = fmax2(mx[0], fmax2(s[4 * i + 0], s[4 * i + 1]));
-        mx[1] = fmax2(mx[1], fmax2(s[4 * i + 2], s[4 * i + 3]));
+        mx[0] = fmaxf(mx[0], fmaxf(s[4 * i + 0], s[4 * i + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        mx[r] = fmax2(mx[r], shfl_xor(mx[r], 1));
-        mx[r] = fmax2(mx[r], shfl_xor(mx[r], 2));
+        mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
+        mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
     }
     float mu[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const float m_new = fmax2(m[r], mx[r] * scale_log2);
+        const float m_new = fmaxf(m[r], mx[r] * scale_log2);
         mu[r] = (m_new == neg_inf()) ? 0.f : m_new;  // fully masked so far: keep exp2 finite
         alpha[r] = ex2(m[r] - mu[r]);
         m[r] = m_new;
@@ -204,16 +185,21 @@ __device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
 
 // Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Without masking all tiles cost the
 // same and the tiles of one head are adjacent (the CTAs running together share K/V in L2).  With
-// causal masking tiles are ordered longest first over all heads (largest m_block first), so the
-// short tiles fill the tail of the schedule.
+// causal masking tiles are ordered longest first (largest m_block first) within sections of `sec`
+// heads: longest first keeps the tail of the schedule short, and the CTAs running together read
+// the K/V of one section, which the host sizes to fit in L2.  sec = B * H: all tiles longest first.
 template <class T>
 struct TileInfo {
     int m_block, h, b, n_blocks;
-    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q, int N_k) {
+    __device__ __forceinline__ TileInfo() : m_block(-1), h(0), b(0), n_blocks(0) {}
+    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q, int N_k, int sec) {
         int hb;
         if constexpr (T::kCausal) {
-            const int mi = t / (H * B);
-            hb = t - mi * (H * B);
+            const int base = (t / (sec * num_m)) * sec;                 // first head of t's section
+            const int width = H * B - base < sec ? H * B - base : sec;  // heads in that section
+            const int r = t - base * num_m;
+            const int mi = r / width;
+            hb = base + (r - mi * width);
             m_block = num_m - 1 - mi;
         } else {
             hb = t / num_m;
@@ -241,7 +227,21 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
     return t < num_tiles ? t : -1;
 }
 
-// Persistent when gridDim.x < number of tiles: each CTA walks one tile per round (above).
+// Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.
+__device__ __forceinline__ int claim_tile(int* counter) { return int(gridDim.x) + atomicAdd(counter, 1); }
+// The slot that hands a decoded tile (m_block, h, b, n_blocks; m_block < 0: no more tiles) from
+// the producer to the consumers; the Q barriers order it (mbarrier arrive releases, wait acquires).
+__device__ __forceinline__ void st_slot(u32 addr, int a, int b, int c, int d) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
+__device__ __forceinline__ void ld_slot(u32 addr, int& a, int& b, int& c, int& d) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr)
+                 : "memory");
+}
+
+// Persistent when gridDim.x < number of tiles: each CTA walks one tile per round (above), or with
+// the dynamic schedule the tiles its producer claims.
 // The K/V ring's stage / phase run on across tiles, so the producer fetches the next tile's first
 // chunks (and its Q, once the consumers released the Q buffer) while the consumers finish the
 // current tile and write it out.
@@ -249,7 +249,8 @@ template <class T>
 __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK,
                                                const TmaDesc& tmV, u16* __restrict__ O,
                                                float* __restrict__ L, int B, int H, int H_kv,
-                                               int N_q, int N_k, float scale_log2) {
+                                               int N_q, int N_k, float scale_log2, int sec,
+                                               int* __restrict__ counter) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -263,6 +264,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     auto emptyK = [&](int s) { return sBar + 8u * (2 + S + s); };
     auto fullV = [&](int s) { return sBar + 8u * (2 + 2 * S + s); };
     auto emptyV = [&](int s) { return sBar + 8u * (2 + 3 * S + s); };
+    // dynamic schedule's slot: 16 bytes past the barriers, inside the tail of the 1024-byte alignment
+    // slack (the dynamic SMEM base is 16-byte aligned, so at least 16 slack bytes stay unused)
+    const u32 slot = sBar + 8u * T::kNumBars;
 
     const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
     const int num_tiles = num_m * H * B;
@@ -294,19 +298,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             int stage = 0;
             u32 phase = 0;
             u32 q_phase = 0;
-            for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
-                const int t = tile_of_round<T>(k, num_tiles);
-                if (t < 0) continue;
-                const TileInfo<T> ti(t, num_m, H, B, N_q, N_k);
-                if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
+            // Q and the K/V chunks of one tile (last chunk first)
+            auto load_tile = [&](const TileInfo<T>& ti) {
                 const int h_kv = ti.h / group;
-                mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
                 mbar_arrive_expect_tx(fullQ, T::kBytesQ);
 #pragma unroll
                 for (int db = 0; db < T::kDBlocks; ++db)
                     tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64, ti.m_block * T::kBlockM,
                                 ti.h, ti.b);
-                q_phase ^= 1;
                 for (int it = 0; it < ti.n_blocks; ++it) {
                     const int n = ti.n_blocks - 1 - it;
                     mbar_wait(emptyK(stage), phase ^ 1);
@@ -326,6 +325,38 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         phase ^= 1;
                     }
                 }
+            };
+            if constexpr (T::kDynamic) {
+                int t = blockIdx.x;
+                while (true) {
+                    // decode this tile and claim the next before waiting, so Q goes out right after
+                    const bool done = t >= num_tiles;
+                    TileInfo<T> ti;
+                    if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec);
+                    const int t_next = done ? t : claim_tile(counter);
+                    mbar_wait(emptyQ, q_phase ^ 1);  // consumers are done with the slot and (last S) with Q
+                    q_phase ^= 1;
+                    st_slot(slot, ti.m_block, ti.h, ti.b, ti.n_blocks);
+                    if (done) {
+                        mbar_arrive(fullQ);
+                        break;
+                    }
+                    if (ti.n_blocks == 0)
+                        mbar_arrive(fullQ);  // no key for any row (N_k < N_q): the consumers write zeros
+                    else
+                        load_tile(ti);
+                    t = t_next;
+                }
+            } else {
+                for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
+                    const int t = tile_of_round<T>(k, num_tiles);
+                    if (t < 0) continue;
+                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec);
+                    if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
+                    mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
+                    load_tile(ti);
+                    q_phase ^= 1;
+                }
             }
         }
     } else {
@@ -340,10 +371,19 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         u32 phase = 0;
         u32 q_phase = 0;
 
-        for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
-            const int t = tile_of_round<T>(k, num_tiles);
-            if (t < 0) continue;
-            const TileInfo<T> ti(t, num_m, H, B, N_q, N_k);
+        for (int k = 0;; ++k) {
+            TileInfo<T> ti;
+            if constexpr (T::kDynamic) {
+                mbar_wait(fullQ, q_phase);
+                q_phase ^= 1;
+                ld_slot(slot, ti.m_block, ti.h, ti.b, ti.n_blocks);
+                if (ti.m_block < 0) break;
+            } else {
+                if (k * int(gridDim.x) >= num_tiles) break;
+                const int t = tile_of_round<T>(k, num_tiles);
+                if (t < 0) continue;
+                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec);
+            }
             const int n_blocks = ti.n_blocks;
             const int tile_row_min = ti.m_block * T::kBlockM;
             const int row0 = tile_row_min + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
@@ -362,73 +402,26 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     return (n + 1) * T::kBlockN > N_k ||
                            (T::kCausal && (n + 1) * T::kBlockN - 1 > tile_row_min + offset);
                 };
-                mbar_wait(fullQ, q_phase);
-                q_phase ^= 1;
-                if (cw == 1) turn_pass<T>(cw, false);  // warpgroup 0 issues first
+                if constexpr (!T::kDynamic) {
+                    mbar_wait(fullQ, q_phase);
+                    q_phase ^= 1;
+                }
 
                 // ---- first chunk: S, softmax, P
                 {
                     const int n = n_blocks - 1;
                     mbar_wait(fullK(stage), phase);
-                    turn_wait<T>(cw);
                     wgmma_fence();
                     issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
-                    turn_pass<T>(cw, false);
                     wgmma_wait<0>();
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
                     if (n_blocks == 1) mbar_arrive(emptyQ);
-#ifdef SM90_DEBUG_S
-                    {
-                        // raw S of chunk n_blocks-1 of the CTA's first tile -> L[t][row in tile][col]
-                        float* dbg = L + size_t(t) * (T::kBlockM * T::kBlockN);
-                        const int r = cw * 64 + warp * 16 + lane / 4;
-#pragma unroll
-                        for (int i = 0; i < T::kBlockN / 8; ++i)
-#pragma unroll
-                            for (int e = 0; e < 4; ++e)
-                                dbg[(r + 8 * (e >> 1)) * T::kBlockN + 8 * i + 2 * (lane % 4) + (e & 1)] =
-                                    s[4 * i + e];
-                        mbar_wait(fullV(stage), phase);
-                        return;
-                    }
-#endif
                     if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
-#ifdef SM90_NO_OVERLAP
-                // ---- sequential reference schedule: PV of chunk j, then S / softmax of chunk j-1
-                for (int it = 1; it <= n_blocks; ++it) {
-                    mbar_wait(fullV(stage), phase);
-                    wgmma_fence();
-                    issue_pv<T>(o, p, sV + stage * T::kBytesKV);
-                    wgmma_commit();
-                    wgmma_wait<0>();
-                    fence_regs(o);
-                    fence_regs(p);
-                    mbar_arrive(emptyV(stage));
-                    if (++stage == S) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
-                    if (it == n_blocks) break;
-                    const int n = n_blocks - 1 - it;
-                    mbar_wait(fullK(stage), phase);
-                    wgmma_fence();
-                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
-                    wgmma_commit();
-                    wgmma_wait<0>();
-                    fence_regs(s);
-                    mbar_arrive(emptyK(stage));
-                    if (it == n_blocks - 1) mbar_arrive(emptyQ);
-                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
-                    online_softmax<T>(s, m, l, alpha, scale_log2);
-                    rescale_o<T>(o, alpha);
-                    pack_p<T>(p, s);
-                }
-#else
                 // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
                 for (int it = 1; it < n_blocks; ++it) {
                     const int n = n_blocks - 1 - it;
@@ -442,13 +435,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     // (a wait loop between two wgmma issues makes ptxas inject another fence).
                     mbar_wait(fullV(pstage), pphase);
                     mbar_wait(fullK(stage), phase);
-                    turn_wait<T>(cw);
                     wgmma_fence();
                     issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
                     wgmma_commit();
-                    turn_pass<T>(cw, false);
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
@@ -464,11 +455,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 }
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
-                turn_wait<T>(cw);
                 wgmma_fence();
                 issue_pv<T>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();
-                turn_pass<T>(cw, true);
                 wgmma_wait<0>();
                 fence_regs(o);
                 mbar_arrive(emptyV(stage));
@@ -476,7 +465,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     stage = 0;
                     phase ^= 1;
                 }
-#endif
+            } else if constexpr (T::kDynamic) {
+                mbar_arrive(emptyQ);  // done with the slot of a tile without keys
             }
 
             // -------------------------------------------------------------- epilogue
@@ -512,5 +502,6 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
 //        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
-//        int N_k, float scale_log2) { sm90::flash_fwd_sm90<T>(tmQ, ..., scale_log2); }
-// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs.
+//        int N_k, float scale_log2, int sec, int* counter) { sm90::flash_fwd_sm90<T>(tmQ, ..., counter); }
+// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs; counter: a zeroed
+// int (dynamic schedule, causal) or null.
