@@ -84,6 +84,29 @@ class Array:
         return f"{self.name}({', '.join(map(repr, self.axes))}; {self.dtype})"
 
 
+def costs_dict(pairs) -> dict[str, sp.Expr]:
+    out: dict[str, sp.Expr] = {}
+    for unit, c in pairs:
+        out[unit] = out.get(unit, 0) + sp.Integer(c)
+    return out
+
+
+@dataclass(frozen=True)
+class Work:
+    """Operations a primitive adds to its per-point rule: `costs` per element of a tile over `axes`,
+    paid at every point of those axes (`per="point"`), once per chunk of a stream over `chunks_of`
+    (`per="chunk"`), or once per block (`per="block"`)."""
+    costs: tuple[tuple[str, int], ...]
+    axes: tuple[str, ...]
+    per: str
+    chunks_of: str = ""
+
+    def __post_init__(self):
+        if self.per not in ("point", "chunk", "block") or (self.per == "chunk") != bool(self.chunks_of):
+            raise DiagramError(f"work per {self.per!r} (chunks of {self.chunks_of!r}): per is point, block, "
+                               f"or chunk with the streamed axis")
+
+
 @dataclass(frozen=True)
 class Op:
     """A primitive box. Subclasses say how much work one execution costs per unit."""
@@ -93,6 +116,19 @@ class Op:
     tag: str = ""  # the composite this primitive belongs to ("softmax:P"), if any
 
     kind = "op"
+    passes = 1  # how many times one execution reads its inputs
+
+    def state_arrays(self) -> tuple[Array, ...]:
+        """Running state carried across the chunks of a stream (held in registers)."""
+        return ()
+
+    def extra_work(self) -> tuple[Work, ...]:
+        """Work beyond `work_per_point` (per chunk, per block, or over a sub-space)."""
+        return ()
+
+    def computed_operands(self) -> tuple[Array, ...]:
+        """Operands the op computes itself and feeds to the matrix unit (held in registers)."""
+        return ()
 
     def iteration_axes(self) -> tuple[Axis, ...]:
         """Axes of the iteration space, in first-seen order (outputs first)."""
@@ -105,10 +141,6 @@ class Op:
     def work_per_point(self) -> Mapping[str, sp.Expr]:
         """Operations per point of the iteration space, by unit."""
         raise NotImplementedError
-
-    def streamable_along(self, axis_name: str) -> bool:
-        """Can the op run chunk by chunk over `axis_name` with a carried state?"""
-        return True
 
     def describe(self) -> str:
         return self.kind
@@ -151,7 +183,7 @@ class Map(Op):
                 raise DiagramError(f"map {self.name}: input {x.name} has axes {sorted(extra)} the output lacks")
 
     def work_per_point(self):
-        return {u: sp.Integer(c) for u, c in self.costs}
+        return costs_dict(self.costs)
 
     def describe(self):
         return self.formula or "map"
@@ -175,6 +207,12 @@ class Reduce(Op):
 
     def describe(self):
         return f"{self.combine} over {self.axis_name}"
+
+
+def _row_state(op: Op, streamed: Array, axis_name: str) -> tuple[Array, ...]:
+    """Running max and running sum over `axis_name`: fp32, one per row of `streamed`."""
+    rows = tuple(a for a in streamed.axes if a.name != axis_name)
+    return (Array(f"{op.output.name}_max", rows, "fp32"), Array(f"{op.output.name}_sum", rows, "fp32"))
 
 
 @dataclass(frozen=True)
@@ -201,12 +239,22 @@ class NormalizedContraction(Op):
         return (self.axis_name,)
 
     def state_arrays(self) -> tuple[Array, ...]:
-        rows = tuple(a for a in self.scores.axes if a.name != self.axis_name)
-        return (Array(f"{self.output.name}_max", rows, "fp32"), Array(f"{self.output.name}_sum", rows, "fp32"))
+        return _row_state(self, self.scores, self.axis_name)
 
     def work_per_point(self):
         # per point of (scores x value) space: the P.V product
         return {"tensor" if self.inputs[1].dtype in HALF_DTYPES else "fp32": sp.Integer(2)}
+
+    def extra_work(self) -> tuple[Work, ...]:
+        rows, out = self.state_arrays()[0].axis_names, self.output.axis_names
+        return (Work(self.score_costs, self.scores.axis_names, "point"),
+                Work(self.rescale_costs, rows, "chunk", self.axis_name),
+                Work(self.out_rescale_costs, out, "chunk", self.axis_name),
+                Work(self.finalize_costs, out, "block"))
+
+    def computed_operands(self) -> tuple[Array, ...]:
+        # the probabilities: one per score, in the other operand's dtype
+        return (Array(f"{self.output.name}_p", self.scores.axes, self.inputs[1].dtype),)
 
     def describe(self):
         return f"online softmax + contract over {self.axis_name}"
@@ -224,21 +272,16 @@ class OnlineSoftmax(Op):
     kind = "online-softmax"
 
     def state_arrays(self) -> tuple[Array, ...]:
-        rows = tuple(a for a in self.inputs[0].axes if a.name != self.axis_name)
-        return (Array(f"{self.output.name}_max", rows, "fp32"), Array(f"{self.output.name}_sum", rows, "fp32"))
+        return _row_state(self, self.inputs[0], self.axis_name)
 
     def work_per_point(self):
         return costs_dict(self.element_costs)
 
+    def extra_work(self) -> tuple[Work, ...]:
+        return (Work(self.rescale_costs, self.state_arrays()[0].axis_names, "chunk", self.axis_name),)
+
     def describe(self):
         return f"two-pass online softmax over {self.axis_name}"
-
-
-def costs_dict(pairs) -> dict[str, sp.Expr]:
-    out: dict[str, sp.Expr] = {}
-    for unit, c in pairs:
-        out[unit] = out.get(unit, 0) + sp.Integer(c)
-    return out
 
 
 @dataclass(frozen=True)

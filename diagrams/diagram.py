@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import networkx as nx
 import sympy as sp
@@ -77,10 +76,6 @@ class Diagram:
         arrs = self.arrays()
         return [arrs[o] for o in self.outputs]
 
-    def intermediates(self) -> list[Array]:
-        outs = set(self.outputs)
-        return [op.output for op in self.ordered_ops() if op.output.name not in outs]
-
     def axes(self) -> dict[str, sp.Expr]:
         sizes: dict[str, sp.Expr] = {}
         for x in self.arrays().values():
@@ -97,16 +92,6 @@ class Diagram:
             if op.output.name == array_name:
                 return op
         return None
-
-    def symbols(self) -> set[sp.Symbol]:
-        syms: set[sp.Symbol] = set()
-        for s in self.axes().values():
-            syms |= s.free_symbols
-        for p in self.partitions:
-            syms |= sp.sympify(p.size).free_symbols
-        for m in self.masks:
-            syms |= sp.sympify(m.offset).free_symbols
-        return syms
 
     # ---------- relabelings ----------
     def _replace(self, **kw) -> "Diagram":
@@ -243,19 +228,6 @@ class Diagram:
                        self.partitions + other.partitions, self.masks + other.masks,
                        self.staged + other.staged, other.threads or self.threads)
 
-    def subs(self, values: dict) -> "Diagram":
-        """The same diagram with some sizes fixed (symbol name or Symbol -> number)."""
-        rep = {(sp.Symbol(k, positive=True, integer=True) if isinstance(k, str) else k): v for k, v in values.items()}
-
-        def fix_array(x: Array) -> Array:
-            return dataclasses.replace(x, axes=tuple(dataclasses.replace(a, size=sp.sympify(a.size).subs(rep)) for a in x.axes))
-
-        ops = tuple(dataclasses.replace(op, inputs=tuple(fix_array(x) for x in op.inputs), output=fix_array(op.output))
-                    for op in self.ops)
-        parts = tuple(dataclasses.replace(p, size=sp.sympify(p.size).subs(rep)) for p in self.partitions)
-        masks = tuple(dataclasses.replace(m, offset=sp.sympify(m.offset).subs(rep)) for m in self.masks)
-        return self._replace(ops=ops, partitions=parts, masks=masks)
-
     # ---------- views used by the derivation ----------
     def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:
         return [p for p in self.partitions if p.level == level and (kind is None or p.kind == kind)]
@@ -276,25 +248,9 @@ class Program:
     name: str
     kernels: tuple[Diagram, ...] = field(default_factory=tuple)
 
-    def then(self, kernel: Diagram) -> "Program":
-        return Program(self.name, self.kernels + (kernel,))
-
-    def subs(self, values: dict) -> "Program":
-        return Program(self.name, tuple(k.subs(values) for k in self.kernels))
-
-    def symbols(self) -> set[sp.Symbol]:
-        out: set[sp.Symbol] = set()
-        for k in self.kernels:
-            out |= k.symbols()
-        return out
-
 
 def as_program(d: Diagram | Program) -> Program:
     return d if isinstance(d, Program) else Program(d.name, (d,))
-
-
-def ops_of(kernels: Iterable[Diagram]) -> list[Op]:
-    return [op for k in kernels for op in k.ordered_ops()]
 
 
 __all__ = ["Diagram", "Program", "as_program", "LEVELS", "Map", "Reduce", "Contraction"]

@@ -32,10 +32,10 @@ def softmax_ops(scores: Array, over: str, out_name: str, out_dtype: str, scale: 
     return (
         Reduce(f"max_{over}", (scores,), mx, tag=tag, axis_name=over, combine="max"),
         # exp2((s - max) * scale*log2e): one FMA and one ex2 per score
-        Map(f"exp", (scores, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)),
+        Map("exp", (scores, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)),
             formula="exp(scale*(s - max))" if scale else "exp(s - max)"),
         Reduce(f"sum_{over}", (ex,), sm, tag=tag, axis_name=over, combine="sum"),
-        Map(f"normalize", (ex, sm), pr, tag=tag, costs=(("fp32", 1),), formula="e / sum"),
+        Map("normalize", (ex, sm), pr, tag=tag, costs=(("fp32", 1),), formula="e / sum"),
     )
 
 
@@ -45,6 +45,16 @@ def softmax(rows="n", cols="m", dtype="bf16") -> Diagram:
     S = Array("S", (n, m), "fp32")
     ops = softmax_ops(S, "m", "P", dtype, scale=False)
     return Diagram("softmax", ops, ("P",))
+
+
+def streamed_softmax(d: Diagram, rows_per_block, chunk=128, row="n", col="m") -> Diagram:
+    """A softmax kernel as it runs: two passes over each row (online max and sum, then normalize), blocks of
+    `rows_per_block` rows (and one of each other axis), a warp per row, `chunk` columns a step."""
+    d = d.online_softmax()
+    for a in d.axes():
+        if a not in (row, col):
+            d = d.group(a, 1)
+    return d.group(row, rows_per_block).group(row, 1, "reg").stream(col, chunk, "reg")
 
 
 def _attention_axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads):
@@ -80,7 +90,7 @@ def attention(batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dty
 
 
 def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=False, share_kv_heads=False,
-                    warp_rows=None, unit_threads=32, **shape) -> Diagram:
+                    unit_threads=32, **shape) -> Diagram:
     """FlashAttention forward, derived from `attention` by relabeling.
 
     group b, heads, query rows (tile `block_m`) over thread blocks; online-softmax rewrite;
@@ -100,8 +110,7 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
     d = d.group("n", blk_m)
     d = d.online_softmax()
     d = d.stream("m", blk_n, "smem", stages=stages)
-    rows_per_unit = size_expr(warp_rows) if warp_rows is not None else blk_m / size_expr(warps)
-    d = d.group("n", rows_per_unit, "reg", unit_threads=unit_threads)
+    d = d.group("n", blk_m / size_expr(warps), "reg", unit_threads=unit_threads)
     if causal:
         axes = d.axes()
         d = d.mask("n", "m", axes["m"] - axes["n"])
@@ -110,17 +119,15 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
     return d._replace(name=("causal-" if causal else "") + "flash-attention" + ("-gqa" if "g" in att.axes() else ""))
 
 
-def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, fast_level="smem", warps=None,
-                 **sizes) -> Diagram:
+def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, warps=None, **sizes) -> Diagram:
     """Matmul with output tiles over blocks and the contraction streamed through fast memory.
-    With `warps`, the block's rows are split over warps at the register level."""
+    With `warps`, the block's rows are split over warps at the register level; without, the
+    accumulator stays in SMEM (the single-level model)."""
     d = matmul(**sizes).group("a", tile_a).group("c", tile_c).stream("b", chunk_b, "smem", stages=stages)
     d = d.stage("A", "smem").stage("B", "smem")
     if warps is not None:
-        d = d.group("a", size_expr(tile_a) / size_expr(warps), "reg")
-    elif fast_level == "smem":
-        d = d.stage("C", "smem")  # the single-level model: accumulator in fast memory
-    return d
+        return d.group("a", size_expr(tile_a) / size_expr(warps), "reg")
+    return d.stage("C", "smem")
 
 
 def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps_n=2, stages=2, rows_per_block=4,
@@ -140,27 +147,10 @@ def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps
               .stage("Q", "smem").stage("K", "smem"))
 
     sm_ops = tuple(op for op in att.ops if op.tag.startswith("softmax:"))
-    soft = Diagram("softmax", sm_ops, ("P",)).online_softmax()   # two passes over each row of S
-    soft = (soft.group("b", 1).group("h", 1).group("n", rows_per_block)
-            .group("n", 1, "reg").stream("m", softmax_chunk, "reg"))  # a warp per row, 128 columns a step
+    soft = streamed_softmax(Diagram("softmax", sm_ops, ("P",)), rows_per_block, softmax_chunk)
 
     out = Diagram("output", (ops["O=P.V"],), ("O",))
     out = (out.group("b", 1).group("h", 1).group("n", bm).group("d", bn)
            .stream("m", bk, "smem", stages).group("n", rows_warp, "reg").group("d", cols_warp, "reg")
            .stage("P", "smem").stage("V", "smem"))
     return Program("unfused-attention", (scores, soft, out))
-
-
-ALGORITHMS = {
-    "matmul": "C = A B, output tiles over blocks, contraction streamed",
-    "softmax": "row softmax, one row group per block",
-    "attention-unfused": "scores, softmax and output as three kernels through global memory",
-    "flash-attention": "attention relabeled: group b, h, query rows; online softmax; stream keys",
-    "flash-attention-causal": "flash-attention with a triangular mask (skips key chunks above the diagonal)",
-    "gqa": "grouped-query flash-attention (K, V shared by the query heads of a group)",
-}
-
-
-def check_known(name: str) -> None:
-    if name not in ALGORITHMS:
-        raise DiagramError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}")

@@ -1,14 +1,16 @@
 """The model's public entry points: predictions for kernel families, tile rankings, peers.
 
 A kernel family pairs a relabeled diagram from `diagrams.library` with an `ExecutionPlan`
-(overlap mode, tensor instruction, register overhead). Derivations are cached per family and
-variant, so the many calls of a tile search or a validation sweep cost one lambdify each.
+(overlap mode, tensor instruction, register overhead) and the other facts of its code (the
+instruction shape its tiles must fit, the head dims it is built for). Derivations are cached per
+family and variant, so the many calls of a tile search or a validation sweep cost one lambdify each.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -20,7 +22,8 @@ from .hardware import Calibration, GpuSpec, load_calibration, load_spec, spec_fo
 from .perf import ExecutionPlan, ModelError, ProgramModel, build_model
 
 DTYPES = ("bf16", "fp16")
-HEAD_DIMS = {"flash_sm80": (64, 128, 256), "flash_sm90": (64, 128, 256), "unfused": (64, 128, 256)}
+PROBLEM_FIELDS = {"attention": ("B", "H", "H_kv", "N_q", "N_k", "d"), "matmul": ("M", "N", "K"),
+                  "softmax": ("rows", "cols")}
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,13 @@ class Family:
     config_keys: tuple[str, ...]
     symbols: dict                # config key -> diagram symbol name
     plan: ExecutionPlan
-    build: callable              # (causal, gqa) -> diagram or program
+    build: Callable              # (causal, gqa) -> diagram or program
     problem: str = "attention"   # which shape fields it takes: attention | matmul | softmax
     kernel_plans: dict = field(default_factory=dict)  # kernel name -> plan, where a kernel differs from `plan`
+    label: str = ""              # a config in a few characters (str.format over the config keys)
+    head_dims: tuple[int, ...] = ()  # the head dims its kernels are built for (attention; empty: any)
+    derived_symbols: Callable | None = None  # configs -> {symbol: values} the code derives from the config keys
+    instruction_check: Callable | None = None  # (spec, config, d) -> why the config breaks the instruction shape, or ""
 
 
 def _flash_sm80(causal: bool, gqa: bool):
@@ -60,9 +67,62 @@ def _matmul(causal: bool, gqa: bool):
 
 
 def _softmax(causal: bool, gqa: bool):
-    # two passes over each row (online max and sum, then normalize), a warp per row, 128 columns a step
-    return (library.softmax(rows="R", cols="C").online_softmax().group("n", "rb")
-            .group("n", 1, "reg").stream("m", 128, "reg"))
+    return library.streamed_softmax(library.softmax(rows="R", cols="C"), "rb")
+
+
+def _unfused_warps(configs: list[Mapping]) -> dict[str, np.ndarray]:
+    # the matmul kernels put 2 warps along n (1 when there is a single warp), the rest along m
+    warps = np.array([int(c["warps"]) for c in configs], dtype=np.float64)
+    wn = np.where(warps >= 2, 2.0, 1.0)
+    return {"wn": wn, "wm": warps / wn}
+
+
+def _rows_per_warp(spec: GpuSpec, c: Mapping) -> str:
+    """Why the block's rows do not split into whole mma row blocks per warp ("" when they do)."""
+    m = spec.mma_sync_shape[0]
+    rows = c["block_m"] / c["warps"]
+    if rows != int(rows) or int(rows) % m:
+        return f"rows per warp block_m/warps = {rows:g} is not a multiple of mma m={m}"
+    return ""
+
+
+def _check_flash_sm80(spec: GpuSpec, c: Mapping, d: int) -> str:
+    k = spec.mma_sync_shape[2]
+    why = _rows_per_warp(spec, c)
+    if why:
+        return why
+    if c["block_n"] % k:  # block_n is the k of P.V and a multiple of n for Q.K^T
+        return f"block_n {c['block_n']} is not a multiple of mma k={k}"
+    if d % k:
+        return f"head dim {d} is not a multiple of mma k={k}"
+    return ""
+
+
+def _check_flash_sm90(spec: GpuSpec, c: Mapping, d: int) -> str:
+    wg = spec.wgmma
+    if wg is None:
+        return f"{spec.key} has no wgmma"
+    rows = c["block_m"] / c["consumers"]
+    if rows != int(rows) or int(rows) % wg.m:
+        return f"rows per consumer warpgroup = {rows:g} is not a multiple of wgmma m={wg.m}"
+    if rows != wg.m:
+        # the family's kernel gives each consumer warpgroup one wgmma row block
+        return f"rows per consumer warpgroup = {rows:g}: the kernel gives each warpgroup {wg.m} rows"
+    if c["block_n"] % wg.k or not wg.valid_n(c["block_n"]):
+        return f"block_n {c['block_n']} is not a valid wgmma n (multiple of {wg.n_multiple}, <= {wg.n_max}) and k={wg.k}"
+    if not wg.valid_n(d):
+        return f"head dim {d} is not a valid wgmma n"
+    return ""
+
+
+def _check_mma_matmul(spec: GpuSpec, c: Mapping, d: int) -> str:
+    _, n, k = spec.mma_sync_shape
+    why = _rows_per_warp(spec, c)
+    if why:
+        return why
+    if c["block_n"] % n or c["block_k"] % k:
+        return f"block_n must be a multiple of {n} and block_k of {k}"
+    return ""
 
 
 FAMILIES: dict[str, Family] = {
@@ -71,7 +131,8 @@ FAMILIES: dict[str, Family] = {
                          {"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
                          ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=56,
                                        min_reg_overhead=40, interleave_max=1.4, step_latency_cycles_per_warp=70.0),
-                         _flash_sm80),
+                         _flash_sm80, label="{block_m}x{block_n} w{warps} s{stages}", head_dims=(64, 128, 256),
+                         instruction_check=_check_flash_sm80),
     "flash_sm90": Family("flash_sm90", "FlashAttention forward, wgmma + TMA, warp-specialized",
                          ("block_m", "block_n", "stages", "consumers"),
                          {"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
@@ -81,7 +142,8 @@ FAMILIES: dict[str, Family] = {
                                        latency_hidden_by_stages=True, step_latency_cycles_per_warp=20.0,
                                        tensor_reads_smem=True,
                                        sync_bytes_per_buffer=16, smem_slack_bytes=1024),
-                         _flash_sm90),
+                         _flash_sm90, label="{block_m}x{block_n} c{consumers} s{stages}", head_dims=(64, 128, 256),
+                         instruction_check=_check_flash_sm90),
     "unfused": Family("unfused", "three kernels: scores (mma.sync), row softmax, output (mma.sync)",
                       ("block_m", "block_n", "block_k", "warps", "stages"),
                       {"block_m": "bm", "block_n": "bn", "block_k": "bk", "stages": "st"},
@@ -90,17 +152,20 @@ FAMILIES: dict[str, Family] = {
                                     step_latency_cycles=1000.0),
                       _unfused,
                       kernel_plans={"softmax": ExecutionPlan(overlap="sync", tensor_instruction="mma_sync",
-                                                             reg_overhead=24)}),
+                                                             reg_overhead=24)},
+                      label="{block_m}x{block_n}x{block_k} w{warps} s{stages}", head_dims=(64, 128, 256),
+                      derived_symbols=_unfused_warps, instruction_check=_check_mma_matmul),
     "matmul_sm80": Family("matmul_sm80", "tiled matmul, mma.sync, contraction streamed through SMEM",
                           ("block_m", "block_n", "block_k", "warps", "stages"),
                           {"block_m": "ta", "block_n": "tc", "block_k": "kb", "warps": "w", "stages": "st"},
                           ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=40,
                                         fragment_buffers=2),
-                          _matmul, "matmul"),
+                          _matmul, "matmul", label="{block_m}x{block_n}x{block_k} w{warps} s{stages}",
+                          instruction_check=_check_mma_matmul),
     "softmax": Family("softmax", "row softmax in two passes, a warp per row, rows_per_block warps a block",
                       ("rows_per_block",), {"rows_per_block": "rb"},
                       ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=16),
-                      _softmax, "softmax"),
+                      _softmax, "softmax", label="{rows_per_block} rows/block"),
 }
 
 
@@ -153,36 +218,26 @@ def resolve_calibration(spec: GpuSpec, calibration) -> Calibration | None:
     return load_calibration(calibration)
 
 
-PROBLEM_FIELDS = {"matmul": ("M", "N", "K"), "softmax": ("rows", "cols")}
-
-
 def check_shape(kernel: str, shape: Mapping) -> dict:
     s = dict(shape)
-    problem = family(kernel).problem
-    if problem != "attention":
-        s.setdefault("dtype", "bf16")
-        s.setdefault("causal", False)
-        for key in PROBLEM_FIELDS[problem]:
-            val = s.get(key)
-            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val <= 0:
-                raise ModelError(f"shape field {key} must be a positive integer, got {val!r}")
-        if s["dtype"] not in DTYPES:
-            raise ModelError(f"dtype {s['dtype']!r} not supported; use one of {', '.join(DTYPES)}")
-        return s
-    s.setdefault("H_kv", s.get("H"))
-    s.setdefault("N_k", s.get("N_q"))
-    s.setdefault("causal", False)
-    s.setdefault("dtype", "bf16")
-    for key in ("B", "H", "H_kv", "N_q", "N_k", "d"):
+    fam = family(kernel)
+    problem = fam.problem
+    if problem == "attention":
+        defaults = {"H_kv": s.get("H"), "N_k": s.get("N_q"), "causal": False, "dtype": "bf16"}
+    else:
+        defaults = {"dtype": "bf16", "causal": False}
+    for key, val in defaults.items():
+        s.setdefault(key, val)
+    for key in PROBLEM_FIELDS[problem]:
         val = s.get(key)
         if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val <= 0:
             raise ModelError(f"shape field {key} must be a positive integer, got {val!r}")
-    if s["H"] % s["H_kv"]:
+    if problem == "attention" and s["H"] % s["H_kv"]:
         raise ModelError(f"heads ({s['H']}) must be a multiple of kv heads ({s['H_kv']})")
     if s["dtype"] not in DTYPES:
         raise ModelError(f"dtype {s['dtype']!r} not supported; use one of {', '.join(DTYPES)}")
-    if kernel in HEAD_DIMS and s["d"] not in HEAD_DIMS[kernel]:
-        raise ModelError(f"head dim {s['d']} not supported by {kernel}; supported: {HEAD_DIMS[kernel]}")
+    if fam.head_dims and s["d"] not in fam.head_dims:
+        raise ModelError(f"head dim {s['d']} not supported by {kernel}; supported: {fam.head_dims}")
     return s
 
 
@@ -207,11 +262,14 @@ def conventional_flops(shape: Mapping) -> float:
 @functools.lru_cache(maxsize=None)
 def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16") -> ProgramModel:
     fam = family(kernel)
-    diagram = fam.build(causal, gqa)
-    prog = as_program(diagram)
-    costs = derive(prog, exact=False)
-    plans = [ExecutionPlan(**{**fam.kernel_plans.get(k.name, fam.plan).__dict__, "dtype": dtype}) for k in prog.kernels]
-    return build_model(costs, prog.kernels, plans)
+    prog = as_program(fam.build(causal, gqa))
+    plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
+    return build_model(derive(prog, exact=False), plans)
+
+
+def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
+    """The (cached) model of a family for a checked shape: its causality, grouped heads and dtype."""
+    return family_model(kernel, bool(shape["causal"]), shape.get("H_kv", 1) != shape.get("H", 1), shape["dtype"])
 
 
 def family(kernel: str) -> Family:
@@ -230,16 +288,13 @@ def symbol_values(kernel: str, shape: Mapping, configs: Iterable[Mapping]) -> di
     else:
         vals = {"B": shape["B"], "H": shape["H"], "N": shape["N_q"], "M": shape["N_k"],
                 "d": shape["d"], "Hk": shape["H_kv"], "g": shape["H"] // shape["H_kv"]}
-    if fam.name == "unfused":
-        # the matmul kernels put 2 warps along n (1 when there is a single warp), the rest along m
-        warps = np.array([int(c["warps"]) for c in configs], dtype=np.float64)
-        vals["wn"] = np.where(warps >= 2, 2.0, 1.0)
-        vals["wm"] = warps / vals["wn"]
+    for c in configs:
+        if any(key not in c for key in fam.config_keys):
+            raise ModelError(f"{kernel} config needs {', '.join(fam.config_keys)}; got {sorted(c)}")
+    if fam.derived_symbols is not None:
+        vals.update(fam.derived_symbols(configs))
     for key, symname in fam.symbols.items():
-        try:
-            vals[symname] = np.array([int(c[key]) for c in configs], dtype=np.float64)
-        except KeyError:
-            raise ModelError(f"{kernel} config needs {', '.join(fam.config_keys)}; got {sorted(configs[0])}") from None
+        vals[symname] = np.array([int(c[key]) for c in configs], dtype=np.float64)
     return vals
 
 
@@ -247,8 +302,7 @@ def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: list[Mapping], c
     spec = resolve_gpu(gpu)
     cal = resolve_calibration(spec, calibration)
     s = check_shape(kernel, shape)
-    gqa = s.get("H_kv", 1) != s.get("H", 1)
-    model = family_model(kernel, bool(s["causal"]), gqa, s["dtype"])
+    model = shape_model(kernel, s)
     for c in configs:
         if "head_dim" in c and int(c["head_dim"]) != s["d"]:
             raise ModelError(f"config head_dim {c['head_dim']} does not match the shape's d={s['d']}")
@@ -285,8 +339,7 @@ def _prediction(kernel, spec, cal, shape, config, res, i) -> Prediction:
         kernels=[{"name": kc.costs.name, "time_s": float(kk["time_s"][i]), "bottleneck": str(kk["bottleneck"][i]),
                   "regs": float(kk["regs"][i]), "smem_bytes": float(kk["smem_bytes"][i]),
                   "blocks": float(kk["blocks"][i]), "occupancy": float(kk["occupancy"][i])}
-                 for kc, kk in zip(family_model(kernel, bool(shape["causal"]), shape.get("H_kv", 1) != shape.get("H", 1),
-                                                shape["dtype"]).kernels, k0)])
+                 for kc, kk in zip(shape_model(kernel, shape).kernels, k0)])
 
 
 def predict(kernel: str, gpu, shape: Mapping, config: Mapping, calibration="auto") -> Prediction:

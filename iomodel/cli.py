@@ -54,7 +54,6 @@ def _add_problem_args(p: argparse.ArgumentParser) -> None:
 
 def problem(args) -> tuple[list[str], dict]:
     """Kernel families to consider and the shape for the chosen algorithm."""
-    from .hardware import load_spec  # noqa: F401
     if args.algo == "matmul":
         return ["matmul_sm80"], dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype)
     if args.algo == "softmax":
@@ -157,7 +156,8 @@ def cmd_tiles(args) -> int:
     for fam in _families(args, spec):
         res = search(fam, spec, shape, calibration=_calibration(args), top=args.top,
                      progress=lambda m: print(m, file=sys.stderr))
-        print(f"{fam} on {spec.key}: {res.evaluated} configurations, {len(res.rejected())} rejected, "
+        rejected = res.rejected()
+        print(f"{fam} on {spec.key}: {res.evaluated} configurations, {len(rejected)} rejected, "
               f"{res.evaluated / max(res.seconds, 1e-9):,.0f} configs/s")
         print(f"  {'rank':>4}  {'tiles':<22} {'time':>10} {'TFLOP/s':>8}  {'bottleneck':<10} {'regs':>4} {'SMEM KiB':>8} {'blk/SM':>6}")
         for i, (c, p) in enumerate(res.ranked, 1):
@@ -165,11 +165,11 @@ def cmd_tiles(args) -> int:
                   f"{p.bottleneck:<10} {p.regs_per_thread:>4.0f} {p.smem_bytes / 1024:>8.1f} {p.blocks_per_sm:>6.0f}")
         if args.why:
             counts: dict[str, int] = {}
-            for c, r in res.rejected():
-                key = r.split(" = ")[0] if " = " in r else r
+            for _c, r in rejected:
+                key = r.split(" = ")[0]
                 counts[key] = counts.get(key, 0) + 1
             print("  rejected:")
-            for c, r in res.rejected()[: args.why_limit]:
+            for c, r in rejected[: args.why_limit]:
                 print(f"    {config_label(fam, c):<22} {r}")
             print("  rejections by reason: " + "; ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
     return 0
@@ -189,7 +189,7 @@ def _diagram_for(args):
 
 def _values_for(args, spec) -> dict:
     """Concrete sizes for pseudocode: the shape plus the best tiles of the searched family."""
-    from .api import FAMILIES, symbol_values
+    from .api import symbol_values
     from .tiles import search
     fams, shape = problem(args)
     fam = "flash_sm80" if fams[0].startswith("flash") else fams[0]
@@ -201,7 +201,6 @@ def _values_for(args, spec) -> dict:
         vals = {"n": vals.pop("R"), "m": vals.pop("C"), **vals}
     if args.algo != "gqa":
         vals.pop("Hk", None), vals.pop("g", None)
-    del FAMILIES
     return {k: int(v[0]) if hasattr(v, "__len__") else int(v) for k, v in vals.items()}
 
 
@@ -225,7 +224,7 @@ def cmd_draw(args) -> int:
 
 
 def cmd_roofline(args) -> int:
-    from .api import predict, resolve_gpu, resolve_calibration
+    from .api import resolve_calibration, resolve_gpu
     from .report import roofline_html
     from .tiles import config_label, search
     spec = resolve_gpu(args.gpu)
@@ -248,16 +247,9 @@ def cmd_roofline(args) -> int:
     mres = search("matmul_sm80", spec, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype), calibration=cal, top=1)
     add(f"matmul {args.m}x{args.n}x{args.k} {config_label('matmul_sm80', mres.ranked[0][0])}", mres.ranked[0][1], "matmul")
     title = f"{spec.name}: attention B={shape['B']} H={shape['H']} N={shape['N_q']} d={shape['d']} {shape['dtype']}"
-    html = roofline_html(spec, points, title, calibration=cal) if _accepts_calibration(roofline_html) else \
-        roofline_html(spec, points, title)
-    Path(args.out).write_text(html)
+    Path(args.out).write_text(roofline_html(spec, points, title, calibration=cal))
     print(f"wrote {args.out}: {len(points)} points on the {spec.key} roofline")
     return 0
-
-
-def _accepts_calibration(fn) -> bool:
-    import inspect
-    return "calibration" in inspect.signature(fn).parameters
 
 
 def cmd_validate(args) -> int:
@@ -268,8 +260,7 @@ def cmd_validate(args) -> int:
     if args.html:
         from .api import resolve_gpu
         from .report import validation_html
-        first = results[0] if isinstance(results, list) else results
-        first = first.get("results", first) if isinstance(first, dict) else first
+        first = results[0]
         spec = resolve_gpu(args.gpu_spec or first.get("gpu_key") or first["device"])
         Path(args.html).write_text(validation_html(report, spec))
         print(f"wrote {args.html}")

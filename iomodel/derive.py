@@ -11,28 +11,28 @@ Nothing here knows about attention. The rules (DESIGN.md, docs/derivation.md):
 * Outputs are written once per block tile (per chunk if they carry a streamed axis).
 * A triangular mask prunes the chunks of a stream over its column axis; the pair count is exact.
 * Work = each primitive's rule x the points it executes (whole tiles, so padding and masked
-  straddling tiles count), plus the per-chunk rescale an online accumulator adds.
+  straddling tiles count), plus the work the primitive declares per chunk or per block (the
+  rescale of an online accumulator, its final division: `diagrams.core.Work`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import sympy as sp
 
-from diagrams.core import (Array, Contraction, DiagramError, NormalizedContraction, OnlineSoftmax, Op, Partition,
-                           costs_dict)
+from diagrams.core import Array, Contraction, DiagramError, NormalizedContraction, Op, Partition, costs_dict
 from diagrams.diagram import Diagram, Program, as_program
 
 from .symbolic import TriangleTiles
 
-BOUNDARIES = ("global->smem", "smem->reg", "global->reg", "reg->global", "smem->global")
+CONTRACTIONS = (Contraction, NormalizedContraction)  # sum products over contracted axes, on the matrix unit
 
 
 @dataclass
 class Transfer:
     array: str
-    boundary: str
+    boundary: str            # global->smem, smem->reg, global->reg, reg->global or smem->global
     tile_elements: sp.Expr   # one tile, as moved by one unit
     count: sp.Expr           # how many times such a tile moves (units x loop trips)
     itemsize: int
@@ -56,8 +56,12 @@ class Resident:
     staged_input: bool = False  # an input brought in from global memory
 
     @property
+    def elements(self) -> sp.Expr:
+        return self.tile_elements * self.copies
+
+    @property
     def nbytes(self) -> sp.Expr:
-        return self.tile_elements * self.copies * self.itemsize
+        return self.elements * self.itemsize
 
 
 @dataclass
@@ -71,36 +75,44 @@ class KernelCosts:
     flops: dict[str, sp.Expr]     # unit -> operations over the whole kernel
     transfers: list[Transfer]
     residents: list[Resident]
-    loop_nest: list[Partition]
     stream_stages: sp.Expr
-    fragment_bytes_per_k: sp.Expr = sp.Integer(0)  # operand bytes per unit of contracted extent, per unit
-    register_operand_bytes: sp.Expr = sp.Integer(0)  # per unit: on-chip operands produced in registers
-    reread_bytes: sp.Expr = sp.Integer(0)           # global bytes read again by later passes of multi-pass ops
-    reread_span_per_unit: sp.Expr = sp.Integer(0)   # bytes one unit touches between a read and its re-read
+    compulsory_bytes: sp.Expr     # each input read once, each output written once: the HBM floor
+    fragment_bytes_per_k: sp.Expr    # operand bytes per unit of contracted extent, per unit
+    register_operand_bytes: sp.Expr  # per unit: on-chip operands produced in registers
+    reread_bytes: sp.Expr            # global bytes read again by later passes of multi-pass ops
+    reread_span_per_unit: sp.Expr    # bytes one unit touches between a read and its re-read
+
+    def _moved(self, where: str, attr: str) -> sp.Expr:
+        """Sum of `attr` over the transfers across boundary `where`, or touching level `where`."""
+        return sp.Add(*[getattr(t, attr) for t in self.transfers
+                        if where == t.boundary or where in t.boundary.split("->")])
+
+    def _held(self, level: str, attr: str) -> sp.Expr:
+        return sp.Add(*[getattr(r, attr) for r in self.residents if r.level == level])
 
     def bytes_at(self, boundary: str) -> sp.Expr:
-        return sp.Add(*[t.nbytes for t in self.transfers if t.boundary == boundary])
+        return self._moved(boundary, "nbytes")
 
     def elements_at(self, boundary: str) -> sp.Expr:
-        return sp.Add(*[t.elements for t in self.transfers if t.boundary == boundary])
+        return self._moved(boundary, "elements")
 
     @property
     def global_bytes(self) -> sp.Expr:
         """Bytes read from or written to global memory."""
-        return sp.Add(*[t.nbytes for t in self.transfers if "global" in t.boundary])
+        return self._moved("global", "nbytes")
 
     @property
     def global_elements(self) -> sp.Expr:
-        return sp.Add(*[t.elements for t in self.transfers if "global" in t.boundary])
+        return self._moved("global", "elements")
 
     @property
     def smem_bytes(self) -> sp.Expr:
         """SMEM footprint of one block."""
-        return sp.Add(*[r.nbytes for r in self.residents if r.level == "smem"])
+        return self._held("smem", "nbytes")
 
     @property
     def smem_elements(self) -> sp.Expr:
-        return sp.Add(*[r.tile_elements * r.copies for r in self.residents if r.level == "smem"])
+        return self._held("smem", "elements")
 
     @property
     def smem_buffers(self) -> sp.Expr:
@@ -110,33 +122,18 @@ class KernelCosts:
     @property
     def smem_traffic_bytes(self) -> sp.Expr:
         """Bytes written into and read out of SMEM (for the SMEM bandwidth term)."""
-        return sp.Add(*[t.nbytes for t in self.transfers if "smem" in t.boundary])
-
-    @property
-    def reg_bytes_per_unit(self) -> sp.Expr:
-        return sp.Add(*[r.nbytes for r in self.residents if r.level == "reg"])
+        return self._moved("smem", "nbytes")
 
     @property
     def regs_per_thread(self) -> sp.Expr:
         """32-bit registers per thread for the resident tiles (no addressing or loop overhead)."""
-        return self.reg_bytes_per_unit / (4 * self.unit_threads)
-
-    @property
-    def steps_per_block(self) -> sp.Expr:
-        return self.steps_total / self.blocks
+        return self._held("reg", "nbytes") / (4 * self.unit_threads)
 
 
 @dataclass
 class ProgramCosts:
     name: str
     kernels: list[KernelCosts] = field(default_factory=list)
-
-    def total_flops(self) -> dict[str, sp.Expr]:
-        out: dict[str, sp.Expr] = {}
-        for k in self.kernels:
-            for u, v in k.flops.items():
-                out[u] = out.get(u, 0) + v
-        return out
 
     @property
     def global_bytes(self) -> sp.Expr:
@@ -147,8 +144,8 @@ class ProgramCosts:
         return sp.Add(*[k.global_elements for k in self.kernels])
 
 
-class _Nest:
-    """The loop nest of one kernel with helpers for tiles and trip counts."""
+class LoopNest:
+    """The loop nest of one kernel with helpers for tiles and trip counts (the pseudocode reads it too)."""
 
     def __init__(self, d: Diagram, exact: bool):
         self.d = d
@@ -190,8 +187,15 @@ class _Nest:
             return self.block_tile(a)
         return streams.get(a, self.block_tile(a))
 
+    def owned(self, a: str) -> sp.Expr:
+        """How much of axis `a` one register-level unit covers over the whole stream."""
+        return self.unit_group[a].size if a in self.unit_group else self.block_tile(a)
+
+    def tile_over(self, axes: Iterable[str], level: str) -> sp.Expr:
+        return sp.Mul(*[self.extent(a, level) for a in axes])
+
     def tile(self, arr: Array, level: str) -> sp.Expr:
-        return sp.Mul(*[self.extent(a.name, level) for a in arr.axes])
+        return self.tile_over(arr.axis_names, level)
 
     @staticmethod
     def _enclosing(loops: list[Partition], axes: set[str]) -> list[Partition]:
@@ -235,11 +239,11 @@ def _space(op: Op) -> set[str]:
 def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     """Symbolic costs of one kernel. `exact=True` assumes tiles divide sizes (readable formulas);
     `exact=False` rounds every trip count up, as hardware pads the tail tiles."""
-    nest = _Nest(d, exact)
+    nest = LoopNest(d, exact)
     blocks = nest.blocks()
     units = nest.units_per_block()
-    unit_threads = nest.unit_threads or (d.threads or 128)
-    threads = units * unit_threads if nest.unit_group else sp.Integer(d.threads or 128)
+    unit_threads = nest.unit_threads or (d.threads or 128)  # no register-level group: the block is one unit
+    threads = units * unit_threads
     transfers: list[Transfer] = []
     residents: list[Resident] = []
     flops: dict[str, sp.Expr] = {}
@@ -248,116 +252,101 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         for u, c in costs.items():
             flops[u] = flops.get(u, 0) + c * points
 
+    def unit_visits(axes: set[str]) -> sp.Expr:
+        """Times the register-level units, summed over blocks, run a body over `axes`: every enclosing
+        stream step, block- and register-level."""
+        return nest.block_steps(nest.streams_through(axes)) * units * nest.unit_steps(nest.unit_streams_through(axes))
+
     stream_stage = {p.axis_name: p.stages for p in nest.block_streams}
 
     # --- inputs: global -> smem (staged) or global -> reg (read at use) ---
+    reread, span = [], []
     for x in d.inputs():
         carried = set(x.axis_names)
         consumers = d.consumers(x.name)
         use_axes = set().union(*[_space(c) for c in consumers]) if consumers else set()
-        use_loops = nest.streams_through(use_axes)
+        passes = max([c.passes for c in consumers], default=1)
         # operands are read at every use: inner register-level chunks and every pass of a multi-pass op
-        reads = nest.unit_steps(nest.unit_streams_through(use_axes)) * max([getattr(c, "passes", 1) for c in consumers] or [1])
+        reads = unit_visits(use_axes) * passes
         if d.level_of(x) == "smem":
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             stages = sp.Max(*([stream_stage[a] for a in carried if a in stream_stage] or [1]))
             residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True))
-            transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"),
-                                      nest.block_steps(use_loops) * units * reads, x.itemsize))
-        else:
-            transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"),
-                                      nest.block_steps(use_loops) * units * reads, x.itemsize))
-
-    # --- re-reads of multi-pass operations: served by L2 only if what is touched in between fits ---
-    reread, span = [], []
-    for x in d.inputs():
-        passes = max([getattr(c, "passes", 1) for c in d.consumers(x.name)] or [1])
-        if passes > 1 and d.level_of(x) != "smem":
-            # what one unit reads in a pass: its rows, the whole streamed extent
-            per_unit = sp.Mul(*[nest.unit_group[a.name].size if a.name in nest.unit_group else nest.block_tile(a.name)
-                                for a in x.axes]) * x.itemsize
-            reread.append((passes - 1) * nest.blocks() * units * per_unit)
+            transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"), reads, x.itemsize))
+            continue
+        transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"), reads, x.itemsize))
+        if passes > 1:
+            # a re-read is served by L2 only if what is touched in between fits: what one unit reads in a
+            # pass is its rows, the whole streamed extent
+            per_unit = sp.Mul(*[nest.owned(a.name) for a in x.axes]) * x.itemsize
+            reread.append((passes - 1) * blocks * units * per_unit)
             span.append(per_unit)
 
     # --- outputs: written once per block tile (per chunk when they carry a streamed axis) ---
     for x in d.output_arrays():
-        loops = nest.streams_through(set(x.axis_names))
-        src = "smem" if d.level_of(x) == "smem" or any(n == x.name and l == "smem" for n, l in d.staged) else "reg"
-        transfers.append(Transfer(x.name, f"{src}->global", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
+        axes = set(x.axis_names)
+        tile, count = nest.tile(x, "smem"), nest.block_steps(nest.streams_through(axes))
+        src = "smem" if d.level_of(x) == "smem" else "reg"
+        unit_loops = nest.unit_streams_through(axes)
+        if src == "reg" and unit_loops:  # written chunk by chunk from a register-level stream
+            tile, count = nest.tile(x, "reg"), count * units * nest.unit_steps(unit_loops)
+        transfers.append(Transfer(x.name, f"{src}->global", tile, count, x.itemsize))
 
     # --- on-chip residents: accumulators, online state, intermediates ---
     staged_names = dict(d.staged)
     for op in d.ordered_ops():
         out = op.output
         level = staged_names.get(out.name, "reg")
-        acc_itemsize = 4 if isinstance(op, (Contraction, NormalizedContraction)) else out.itemsize
-        unit_level = "smem" if level == "smem" else "reg"
-        residents.append(Resident(out.name, level, nest.tile(out, unit_level), 1, max(acc_itemsize, out.itemsize)))
-        if isinstance(op, (NormalizedContraction, OnlineSoftmax)):
-            for st in op.state_arrays():
-                residents.append(Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize))
-            scores = op.inputs[0]
-            if d.producer(scores.name) is None:  # scores arrive from outside: they occupy a register tile too
-                residents.append(Resident(scores.name, "reg", nest.tile(scores, "reg"), 1, 4))
+        # a contraction accumulates in fp32 whatever it stores
+        itemsize = max(4, out.itemsize) if isinstance(op, CONTRACTIONS) else out.itemsize
+        residents.append(Resident(out.name, level, nest.tile(out, "smem" if level == "smem" else "reg"), 1, itemsize))
+        state = op.state_arrays()
+        for st in state:
+            residents.append(Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize))
+        streamed = op.inputs[0]
+        if state and d.producer(streamed.name) is None:  # a streamed input from outside occupies a register tile too
+            residents.append(Resident(streamed.name, "reg", nest.tile(streamed, "reg"), 1, 4))
 
-    # --- outputs written chunk by chunk from a register-level stream ---
-    for t in transfers:
-        if t.boundary == "reg->global":
-            out = d.arrays()[t.array]
-            loops = nest.unit_streams_through(set(out.axis_names))
-            if loops:
-                t.tile_elements, t.count = nest.tile(out, "reg"), t.count * units * nest.unit_steps(loops)
+    # --- work: rule x executed points (whole tiles), plus what the primitive adds per chunk or block ---
+    def executed(axes: set[str]) -> sp.Expr:
+        return nest.block_steps(nest.streams_through(axes)) * nest.tile_over(axes, "smem")
 
-    # --- work: rule x executed points ---
     for op in d.ordered_ops():
-        space = _space(op)
-        loops = nest.streams_through(space)
-        tile_points = sp.Mul(*[nest.extent(a, "smem") for a in space])
-        points = nest.block_steps(loops) * tile_points
-        add_flops(op.work_per_point(), points)
-        if isinstance(op, NormalizedContraction):
-            s_space = set(op.scores.axis_names)
-            s_points = nest.block_steps(nest.streams_through(s_space)) * nest.tile(op.scores, "smem")
-            add_flops(costs_dict(op.score_costs), s_points)
-            stream_loops = nest.streams_through({op.axis_name})
-            steps = nest.block_steps(stream_loops)
-            rows = op.state_arrays()[0]
-            add_flops(costs_dict(op.rescale_costs), steps * nest.tile(rows, "smem"))
-            add_flops(costs_dict(op.out_rescale_costs), steps * nest.tile(op.output, "smem"))
-            add_flops(costs_dict(op.finalize_costs), nest.blocks() * nest.tile(op.output, "smem"))
-        if isinstance(op, OnlineSoftmax):
-            # pass 1 rescales the running state once per chunk (block- or register-level)
-            loops = nest.streams_through({op.axis_name})
-            unit_loops = nest.unit_streams_through({op.axis_name})
-            steps = nest.block_steps(loops) * units * nest.unit_steps(unit_loops)
-            add_flops(costs_dict(op.rescale_costs), steps * nest.tile(op.state_arrays()[0], "reg"))
+        add_flops(op.work_per_point(), executed(_space(op)))
+        for w in op.extra_work():
+            if w.per == "point":
+                add_flops(costs_dict(w.costs), executed(set(w.axes)))
+            elif w.per == "chunk":  # by every unit holding the elements, per block- or register-level chunk
+                add_flops(costs_dict(w.costs), unit_visits({w.chunks_of}) * nest.tile_over(w.axes, "reg"))
+            else:
+                add_flops(costs_dict(w.costs), blocks * nest.tile_over(w.axes, "smem"))
 
     # operand fragments: what one unit holds of its SMEM operands per unit of the contracted extent
     # (the code multiplies by the instruction's k and by how many k-steps it buffers)
     frag = []
     for op in d.ordered_ops():
-        if isinstance(op, (Contraction, NormalizedContraction)):
-            contracted = [a for a in op.contracted]
+        if isinstance(op, CONTRACTIONS):
             per_k = []
             for x in op.inputs:
                 if d.level_of(x) == "smem":
-                    k_ext = sp.Mul(*[nest.extent(a, "reg") for a in contracted if x.carries(a)])
+                    k_ext = sp.Mul(*[nest.extent(a, "reg") for a in op.contracted if x.carries(a)])
                     per_k.append(nest.tile(x, "reg") / k_ext * x.itemsize)
             if per_k:
                 frag.append(sp.Add(*per_k))
-    fragment = sp.Max(*frag) if len(frag) > 1 else (frag[0] if frag else sp.Integer(0))
-    # an operand computed on chip (the probabilities of a normalized contraction) feeds the matrix unit in
-    # the other operand's dtype; code whose instruction takes it from registers whole keeps this tile live
-    reg_operands = sp.Add(*[nest.tile(op.scores, "reg") * op.inputs[1].itemsize
-                            for op in d.ordered_ops() if isinstance(op, NormalizedContraction)])
+    # an operand the op computes on chip (the probabilities of a normalized contraction) feeds the matrix
+    # unit in its own dtype; code whose instruction takes it from registers whole keeps this tile live
+    reg_operands = sp.Add(*[nest.tile(x, "reg") * x.itemsize for op in d.ordered_ops() for x in op.computed_operands()])
 
-    steps_total = nest.block_steps(nest.block_streams)
-    stages = sp.Max(*([p.stages for p in nest.block_streams] or [1]))
     flops = {u: sp.simplify(v) if exact else v for u, v in flops.items()}
-    return KernelCosts(d.name, blocks, units if nest.unit_group else sp.Integer(1), unit_threads, threads,
-                       steps_total, flops, transfers, residents, list(d.partitions), stages, fragment, reg_operands,
-                       sp.Add(*reread) if reread else sp.Integer(0), sp.Add(*span) if span else sp.Integer(0))
+    return KernelCosts(
+        name=d.name, blocks=blocks, units_per_block=units,
+        unit_threads=unit_threads, threads_per_block=threads, steps_total=nest.block_steps(nest.block_streams),
+        flops=flops, transfers=transfers, residents=residents,
+        stream_stages=sp.Max(*([p.stages for p in nest.block_streams] or [1])),
+        compulsory_bytes=sp.Add(*[x.nbytes() for x in d.inputs()]) + sp.Add(*[x.nbytes() for x in d.output_arrays()]),
+        fragment_bytes_per_k=sp.Max(*frag) if frag else sp.Integer(0), register_operand_bytes=reg_operands,
+        reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span))
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

@@ -24,6 +24,7 @@ import math
 import os
 import re
 import tomllib
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "spec_for_device",
     "load_calibration",
     "write_calibration",
+    "write_text_atomic",
     "DATA_DIR",
     "CALIBRATION_DIR",
 ]
@@ -151,6 +153,10 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _is_positive(x: Any) -> bool:
+    return _is_number(x) and math.isfinite(x) and x > 0
+
+
 def _check_fact(where: str, name: str, table: Any, dim: str | None, kind: Any) -> Fact:
     if not isinstance(table, Mapping) or "value" not in table:
         raise HardwareError(
@@ -178,11 +184,7 @@ def _check_fact(where: str, name: str, table: Any, dim: str | None, kind: Any) -
                 f"{where}: field '{name}' must hold non-negative numbers (got {raw!r})"
             )
         return Fact(tuple(raw), unit, source, raw)
-    if not _is_number(raw):
-        raise HardwareError(
-            f"{where}: field '{name}' must be a positive number (got {raw!r})"
-        )
-    if not math.isfinite(raw) or raw <= 0:
+    if not _is_positive(raw):
         raise HardwareError(
             f"{where}: field '{name}' must be a positive number (got {raw!r})"
         )
@@ -668,7 +670,7 @@ def calibration_toml(cal: Calibration) -> str:
         v = getattr(cal, name)
         if v is None:
             continue
-        if not _is_number(v) or not math.isfinite(v) or v <= 0:
+        if not _is_positive(v):
             raise HardwareError(f"calibration field '{name}' must be a positive number (got {v!r})")
         src = cal.sources.get(name) or cal.source or "measured"
         lines += [
@@ -681,15 +683,28 @@ def calibration_toml(cal: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_calibration(path: str | os.PathLike, cal: Calibration) -> Path:
-    """Write ``cal`` as TOML at ``path`` (atomically: temp file then rename)."""
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temp file in the same folder, synced and then
+    ``os.replace``d, so a reader never sees a half-written file; on failure the old file
+    stays whole and the temp file is removed."""
     p = Path(path)
-    text = calibration_toml(cal)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return p
+
+
+def write_calibration(path: str | os.PathLike, cal: Calibration) -> Path:
+    """Write ``cal`` as TOML at ``path`` (atomically, see :func:`write_text_atomic`)."""
+    return write_text_atomic(path, calibration_toml(cal))
 
 
 def calibration_from_dict(d: Mapping[str, Any]) -> Calibration:
@@ -713,7 +728,7 @@ def calibration_from_dict(d: Mapping[str, Any]) -> Calibration:
             kwargs[name] = fact.value
             sources[name] = fact.source
         else:
-            if not _is_number(v) or not math.isfinite(v) or v <= 0:
+            if not _is_positive(v):
                 raise HardwareError(
                     f"calibration: field '{name}' must be a positive number (got {v!r})"
                 )

@@ -17,7 +17,7 @@ tile search evaluates thousands of configurations in one pass. The model (docs/p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -25,10 +25,11 @@ import sympy as sp
 
 from .derive import KernelCosts, ProgramCosts
 from .hardware import Calibration, GpuSpec
-from .symbolic import NUMERIC_MODULES, sym
+from .symbolic import lambdify
 
 OVERLAP_MODES = ("sync", "warp-specialized")
-COMPUTE_TERMS = ("tensor", "fp32", "exp", "smem")
+WORK_UNITS = ("tensor", "fp32", "exp")     # the units derived work runs on
+COMPUTE_TERMS = (*WORK_UNITS, "smem")
 
 
 class ModelError(ValueError):
@@ -66,7 +67,7 @@ class ExecutionPlan:
 
 @dataclass
 class Rates:
-    """Per-SM rates (per second) the model uses, and where each came from."""
+    """Per-SM rates (per second) the model uses."""
     tensor: float
     fp32: float
     exp: float
@@ -74,59 +75,34 @@ class Rates:
     hbm: float
     l2: float | None
     clock_hz: float
-    sources: dict[str, str] = field(default_factory=dict)
 
 
 def rates_for(spec: GpuSpec, cal: Calibration | None, plan: ExecutionPlan) -> Rates:
-    clock = spec.clock_hz
-    src: dict[str, str] = {}
-    if cal is not None and cal.clock_hz:
-        clock = cal.clock_hz
-        src["clock"] = f"calibration {cal.gpu_key} ({cal.date})"
-    else:
-        src["clock"] = "datasheet"
+    """Datasheet rates, replaced by the calibration's measurements where it has them."""
+    clock = cal.clock_hz if cal is not None and cal.clock_hz else spec.clock_hz
     dtype = plan.dtype if plan.dtype in spec.tensor_flops_per_clk_per_sm else "bf16"
-    tensor_clk = spec.tensor_flops_per_clk_per_sm[dtype]
-    src["tensor"] = f"datasheet {dtype} dense"
+    tensor_clk = spec.tensor_flops_per_clk_per_sm[dtype]   # dense
     if plan.tensor_instruction == "mma_sync" and spec.wgmma is not None:
         # Hopper runs mma.sync well below the wgmma datasheet rate: only a measurement says how far
+        # (uncalibrated, the datasheet rate stays: optimistic)
         if cal is not None and cal.mma_sync_flops_per_clk_per_sm:
             tensor_clk = cal.mma_sync_flops_per_clk_per_sm
-            src["tensor"] = "calibration mma.sync"
-        else:
-            src["tensor"] = "datasheet (wgmma rate; mma.sync uncalibrated, optimistic)"
     elif plan.tensor_instruction == "wgmma" and spec.wgmma is None:
         raise ModelError(f"{spec.key} has no wgmma (it is {spec.arch}); use the mma_sync plan")
     elif cal is not None and cal.gemm_flops and plan.tensor_instruction == "wgmma":
         tensor_clk = min(tensor_clk, cal.gemm_flops / (spec.sm_count * clock))
-        src["tensor"] = "calibration GEMM"
-    fma = spec.fp32_fma_per_clk_per_sm
-    if cal is not None and cal.fp32_fma_per_clk_per_sm:
-        fma, src["fp32"] = cal.fp32_fma_per_clk_per_sm, "calibration"
-    ex = spec.exp2_per_clk_per_sm
-    if cal is not None and cal.exp2_per_clk_per_sm:
-        ex, src["exp"] = cal.exp2_per_clk_per_sm, "calibration"
-    hbm = spec.hbm_bandwidth
-    if cal is not None and cal.copy_bandwidth:
-        hbm, src["hbm"] = cal.copy_bandwidth, "calibration copy"
+    fma = cal.fp32_fma_per_clk_per_sm if cal is not None and cal.fp32_fma_per_clk_per_sm else spec.fp32_fma_per_clk_per_sm
+    ex = cal.exp2_per_clk_per_sm if cal is not None and cal.exp2_per_clk_per_sm else spec.exp2_per_clk_per_sm
+    hbm = cal.copy_bandwidth if cal is not None and cal.copy_bandwidth else spec.hbm_bandwidth
     l2 = spec.facts["l2_bandwidth"].value if "l2_bandwidth" in spec.facts else None
     return Rates(tensor=tensor_clk * clock, fp32=fma * clock, exp=ex * clock,
-                 smem=spec.smem_bytes_per_clk_per_sm * clock, hbm=hbm, l2=l2, clock_hz=clock, sources=src)
-
-
-def _lambdify(exprs: Mapping[str, sp.Expr]):
-    """One numpy function for all expressions; common subexpressions (mask counts) evaluated once."""
-    names = sorted({s.name for e in exprs.values() for s in sp.sympify(e).free_symbols})
-    args = [sym(n) for n in names]
-    keys = list(exprs)
-    fn = sp.lambdify(args, [sp.sympify(exprs[k]) for k in keys], modules=NUMERIC_MODULES, cse=True)
-    return names, keys, fn
+                 smem=spec.smem_bytes_per_clk_per_sm * clock, hbm=hbm, l2=l2, clock_hz=clock)
 
 
 class CompiledKernel:
     """Lambdified costs of one kernel: evaluate on arrays of symbol values."""
 
-    def __init__(self, costs: KernelCosts, compulsory_bytes: sp.Expr):
+    def __init__(self, costs: KernelCosts):
         self.costs = costs
         exprs = {
             "blocks": costs.blocks,
@@ -137,7 +113,7 @@ class CompiledKernel:
             "regs_raw": costs.regs_per_thread,
             "global_bytes": costs.global_bytes,
             "smem_traffic": costs.smem_traffic_bytes,
-            "hbm_bytes": compulsory_bytes,
+            "hbm_bytes": costs.compulsory_bytes,
             "stages": costs.stream_stages,
             "smem_buffers": costs.smem_buffers,
             "frag_per_thread": costs.fragment_bytes_per_k / (4 * costs.unit_threads),
@@ -145,9 +121,9 @@ class CompiledKernel:
             "reread_bytes": costs.reread_bytes,
             "reread_span": costs.reread_span_per_unit,
         }
-        for u in ("tensor", "fp32", "exp"):
+        for u in WORK_UNITS:
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
-        self.names, self.keys, self.fn = _lambdify(exprs)
+        self.names, self.keys, self.fn = lambdify(exprs)
 
     def evaluate(self, values: Mapping[str, object], shape: tuple = ()) -> dict[str, np.ndarray]:
         missing = [n for n in self.names if n not in values]
@@ -176,6 +152,11 @@ def occupancy(spec: GpuSpec, threads, smem, regs):
     return stack.min(axis=0), names[stack.argmin(axis=0)]
 
 
+def _first_reason(reasons, broken, why: str):
+    """Record `why` where `broken` and no earlier reason was found."""
+    return np.where((reasons == "") & broken, why, reasons)
+
+
 def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuSpec, rates: Rates,
                     plan: ExecutionPlan) -> dict[str, np.ndarray]:
     """Every term of the model for one kernel, vectorized over configurations."""
@@ -190,91 +171,75 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
     regs = _ceil_to(data_regs + plan.reg_overhead, 8)
     regs = np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
+    need = regs
     smem = v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"] + plan.smem_slack_bytes
     blocks = v["blocks"]
     reasons = np.full(blocks.shape, "", dtype=object)
-    reasons = np.where(smem > spec.smem_per_block, f"SMEM per block over {spec.smem_per_block} B", reasons)
-    reasons = np.where((reasons == "") & (regs > spec.regs_per_thread_max),
-                       f"registers per thread over {spec.regs_per_thread_max}", reasons)
-    reasons = np.where((reasons == "") & (threads > spec.max_threads_per_block),
-                       f"threads per block over {spec.max_threads_per_block}", reasons)
+    reasons = _first_reason(reasons, smem > spec.smem_per_block, f"SMEM per block over {spec.smem_per_block} B")
+    reasons = _first_reason(reasons, regs > spec.regs_per_thread_max, f"registers per thread over {spec.regs_per_thread_max}")
+    reasons = _first_reason(reasons, threads > spec.max_threads_per_block,
+                            f"threads per block over {spec.max_threads_per_block}")
     if plan.extra_thread_regs is not None:
         # setmaxnreg code claims the whole register file for one block: producers drop to their count and
         # the tile-holding threads get the rest; ptxas reports the even split at entry
         budget = np.floor((spec.regs_per_sm - plan.extra_threads * plan.extra_thread_regs) / v["threads"] / 8) * 8
         budget = np.minimum(budget, spec.regs_per_thread_max + 1)
-        reasons = np.where((reasons == "") & (regs > budget) & (regs <= spec.regs_per_thread_max),
-                           "registers per consumer thread over the setmaxnreg budget", reasons)
-        need = regs
+        reasons = _first_reason(reasons, (regs > budget) & (regs <= spec.regs_per_thread_max),
+                                "registers per consumer thread over the setmaxnreg budget")
         regs = np.floor(spec.regs_per_sm / threads / 8) * 8
         occ, occ_limit = occupancy(spec, threads, smem, regs)
     else:
-        need = regs
         occ, occ_limit = occupancy(spec, threads, smem, np.minimum(regs, spec.regs_per_thread_max))
-    reasons = np.where((reasons == "") & (occ < 1), "no block fits on an SM", reasons)
+    reasons = _first_reason(reasons, occ < 1, "no block fits on an SM")
     occ = np.maximum(occ, 1)
 
     per_sm_blocks = np.ceil(blocks / spec.sm_count)        # the busiest SM
     share = per_sm_blocks / blocks                          # its fraction of the work
-    t = {
-        "tensor": v["work_tensor"] * share / rates.tensor,
-        "fp32": v["work_fp32"] * share / rates.fp32,
-        "exp": v["work_exp"] * share / rates.exp,
-        "smem": v["smem_traffic"] * share / rates.smem,
-    }
-    warps_per_sched = np.minimum(occ, per_sm_blocks) * np.ceil(threads / 32) / spec.schedulers_per_sm
+    resident = np.minimum(occ, per_sm_blocks)               # blocks of the busiest SM running at once
+    t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}
+    t["smem"] = v["smem_traffic"] * share / rates.smem
     compute_sum = t["tensor"] + t["fp32"] + t["exp"] + (0.0 if plan.tensor_reads_smem else t["smem"])
-    compute_max = np.maximum.reduce([t["tensor"], t["fp32"], t["exp"], t["smem"]])
+    compute_max = np.maximum.reduce([t[u] for u in COMPUTE_TERMS])
     if plan.overlap == "sync":
         # a warp's phases run in sequence; a second resident warp per scheduler fills part of the gaps
-        hide = np.clip(1 + plan.interleave_slope * (warps_per_sched - 1), 1, plan.interleave_max)
-        compute = np.maximum(compute_max, compute_sum / hide)
+        peers = resident * np.ceil(threads / 32) / spec.schedulers_per_sm
     else:
-        # warp-specialized: loads overlap fully; consumer warpgroups hide each other's softmax behind their
-        # matrix products, each one more unit of overlap, up to `interleave_max`
-        units_per_sm = np.minimum(occ, per_sm_blocks) * v["units"]
-        hide = np.clip(1 + plan.interleave_slope * (units_per_sm - 1), 1, plan.interleave_max)
-        compute = np.maximum(compute_max, compute_sum / hide)
+        # warp-specialized: loads overlap fully; consumer warpgroups hide each other's non-tensor work
+        # behind their matrix products, each one more unit of overlap
+        peers = resident * v["units"]
+    hide = np.clip(1 + plan.interleave_slope * (peers - 1), 1, plan.interleave_max)
+    compute = np.maximum(compute_max, compute_sum / hide)
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:
         block_latency = block_latency / np.maximum(v["stages"] - 1, 1)
     latency = block_latency + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
-    t["sync"] = steps_busiest * latency / rates.clock_hz / np.minimum(occ, per_sm_blocks)
+    t["sync"] = steps_busiest * latency / rates.clock_hz / resident
     # a later pass re-reads from L2 only while everything the resident units touch in between fits in it
-    resident_units = spec.sm_count * np.minimum(occ, per_sm_blocks) * v["units"]
-    span = resident_units * v["reread_span"]
+    span = spec.sm_count * resident * v["units"] * v["reread_span"]
     hit = np.where(span > 0, np.clip(spec.l2_bytes / np.maximum(span, 1), 0, 1), 1.0)
     hbm_bytes = v["hbm_bytes"] + v["reread_bytes"] * (1 - hit)
     t["hbm"] = hbm_bytes / rates.hbm
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
-    pipelined = (v["stages"] >= 2) | (np.minimum(occ, per_sm_blocks) >= 2)
+    pipelined = (v["stages"] >= 2) | (resident >= 2)
     busy = compute + t["sync"]
     overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
     body = np.where(pipelined, overlapped, busy + memory)
+    names = np.array([*COMPUTE_TERMS, "hbm", "l2", "sync"])
+    bott = names[np.stack(np.broadcast_arrays(*(t[k] for k in names))).argmax(axis=0)]
     t["launch"] = np.full(body.shape, spec.launch_overhead_s)
     total = body + t["launch"]
-    candidates = {"tensor": t["tensor"], "fp32": t["fp32"], "exp": t["exp"], "smem": t["smem"],
-                  "hbm": t["hbm"], "l2": t["l2"], "sync": t["sync"]}
-    names = np.array(list(candidates))
-    bott = names[np.stack(np.broadcast_arrays(*candidates.values())).argmax(axis=0)]
     return {"time_s": total, "terms": t, "compute_s": compute, "memory_s": memory, "occupancy": occ,
             "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "smem_bytes": smem, "threads": threads, "blocks": blocks,
             "waves": np.ceil(blocks / (spec.sm_count * occ)), "bottleneck": bott, "infeasible": reasons,
-            "work": {u: v[f"work_{u}"] for u in ("tensor", "fp32", "exp")}, "hbm_bytes": hbm_bytes,
+            "work": {u: v[f"work_{u}"] for u in WORK_UNITS}, "hbm_bytes": hbm_bytes,
             "global_bytes": v["global_bytes"]}
-
-
-def compulsory_bytes(costs_diagram) -> sp.Expr:
-    """Each input read once, each output written once: the HBM floor of one kernel."""
-    return sp.Add(*[x.nbytes() for x in costs_diagram.inputs()]) + sp.Add(*[x.nbytes() for x in costs_diagram.output_arrays()])
 
 
 @dataclass
 class ProgramModel:
     """A derived program ready for fast evaluation on a spec."""
-    costs: ProgramCosts
     kernels: list[CompiledKernel]
     plans: list[ExecutionPlan]
 
@@ -289,6 +254,5 @@ class ProgramModel:
         return {"time_s": total, "kernels": per_kernel, "infeasible": infeasible}
 
 
-def build_model(program_costs: ProgramCosts, diagrams, plans) -> ProgramModel:
-    cks = [CompiledKernel(kc, compulsory_bytes(d)) for kc, d in zip(program_costs.kernels, diagrams)]
-    return ProgramModel(program_costs, cks, list(plans))
+def build_model(program_costs: ProgramCosts, plans) -> ProgramModel:
+    return ProgramModel([CompiledKernel(kc) for kc in program_costs.kernels], list(plans))

@@ -14,39 +14,49 @@ import sympy as sp
 from diagrams.core import Contraction, Map, NormalizedContraction, OnlineSoftmax, Reduce
 from diagrams.diagram import Diagram, Program, as_program
 
+from .derive import LoopNest
+from .symbolic import sym
+
+
+def _number(expr: sp.Expr, values: Mapping[str, int] | None) -> sp.Expr | None:
+    """`expr` at `values`, or None while a symbol stays free."""
+    if not values:
+        return None
+    num = expr.subs({sym(k): v for k, v in values.items()})
+    return num if num.is_number else None
+
 
 def _fmt(expr, values: Mapping[str, int] | None) -> str:
     e = sp.sympify(expr)
-    if values:
-        num = e.subs({sp.Symbol(k, positive=True, integer=True): v for k, v in values.items()})
-        if num.is_number:
-            return f"{e} = {int(num) if num == int(num) else float(num):g}" if num != e else f"{int(num)}"
-    return str(e)
+    num = _number(e, values)
+    if num is None:
+        return str(e)
+    return f"{e} = {int(num) if num == int(num) else float(num):g}" if num != e else f"{int(num)}"
 
 
 def _bytes(expr, values) -> str:
     e = sp.sympify(expr)
-    if values:
-        num = e.subs({sp.Symbol(k, positive=True, integer=True): v for k, v in values.items()})
-        if num.is_number:
-            b = float(num)
-            return f"{b / 1024:.1f} KiB" if b >= 1024 else f"{b:.0f} B"
-    return f"{e} B"
+    num = _number(e, values)
+    if num is None:
+        return f"{e} B"
+    b = float(num)
+    return f"{b / 1024:.1f} KiB" if b >= 1024 else f"{b:.0f} B"
 
 
 def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> list[str]:
-    sizes = d.axes()
+    nest = LoopNest(d, exact=True)
+    sizes = nest.sizes
     block_groups = d.partitions_at("smem", "group")
-    streams = d.partitions_at("smem", "stream")
+    streams = nest.block_streams
     unit_groups = d.partitions_at("reg", "group")
-    unit_streams = d.partitions_at("reg", "stream")
-    block_tile = {p.axis_name: p.size for p in block_groups}
+    unit_streams = nest.unit_streams
+    block_tile = nest.block_group
     stream_chunk = {p.axis_name: p.size for p in streams}
     unit_tile = {p.axis_name: p.size for p in unit_groups}
+    unit_chunk = {p.axis_name: p.size for p in unit_streams}
+    tile_elems = nest.tile
     lines: list[str] = [f"kernel {d.name}:"]
     ind = "  "
-
-    unit_chunk = {p.axis_name: p.size for p in unit_streams}
 
     def sl(arr, level):
         parts = []
@@ -65,22 +75,12 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
                 parts.append(":")
         return f"{arr.name}[{', '.join(parts)}]"
 
-    def tile_elems(arr, level):
-        ext = []
-        for a in arr.axes:
-            if level == "reg" and a.name in unit_tile:
-                ext.append(unit_tile[a.name])
-            elif a.name in stream_chunk:
-                ext.append(stream_chunk[a.name])
-            else:
-                ext.append(block_tile.get(a.name, sizes[a.name]))
-        return sp.Mul(*ext)
-
     for p in block_groups:
         step = "" if p.size == 1 else f" step {_fmt(p.size, values)}"
         name = p.axis_name if p.size == 1 else f"{p.axis_name}0"
         lines.append(f"{ind}parallel for {name} in 0..{_fmt(sizes[p.axis_name], values)}{step}:   # thread blocks")
         ind += "  "
+    block_ind = ind
     staged = [x for x in d.inputs() if d.level_of(x) == "smem"]
     streamed_axes = {p.axis_name for p in streams}
     for x in staged:
@@ -99,7 +99,7 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         mask = masks.get(p.axis_name)
         bound = _fmt(sizes[p.axis_name], values)
         if mask is not None:
-            row_tile = block_tile.get(mask.row_axis, sizes[mask.row_axis])
+            row_tile = nest.block_tile(mask.row_axis)
             bound = f"min({bound}, {mask.row_axis}0 + {row_tile} + {mask.offset})"
         lines.append(f"{ind}for {p.axis_name}0 in 0..{bound} step {_fmt(p.size, values)}:   "
                      f"# stream, {_fmt(p.stages, values)} stage(s) in flight")
@@ -109,11 +109,11 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
                 lines.append(f"{ind}load {sl(x, 'smem')} -> smem   # {_fmt(tile_elems(x, 'smem'), values)} x {x.dtype}, "
                              f"{_bytes(tile_elems(x, 'smem') * x.itemsize, values)}")
     for p in unit_groups:
-        lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(block_tile.get(p.axis_name, sizes[p.axis_name]), values)} "
+        lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
                      f"step {_fmt(p.size, values)}:   # {'warps' if p.unit_threads == 32 else 'warpgroups'}")
         ind += "  "
     for p in unit_streams:
-        lines.append(f"{ind}for {p.axis_name}1 in 0..{_fmt(block_tile.get(p.axis_name, sizes[p.axis_name]), values)} "
+        lines.append(f"{ind}for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
                      f"step {_fmt(p.size, values)}:   # register chunks, each pass")
         ind += "  "
     for op in d.ordered_ops():
@@ -139,8 +139,7 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         elif isinstance(op, Map):
             lines.append(f"{ind}{op.output.name} = {op.formula or 'map'}({ins})   # " +
                          ", ".join(f"{c} {u}" for u, c in op.costs) + " per element")
-    for p in reversed(unit_groups + streams + unit_streams):
-        ind = ind[:-2]
+    ind = block_ind
     for op in d.ordered_ops():
         if isinstance(op, NormalizedContraction):
             lines.append(f"{ind}{op.output.name} = {op.output.name}_acc / {op.output.name}_sum   # once per block")

@@ -54,9 +54,11 @@ def roofline_ceilings(spec, calibration=None, dtype: str = "bf16",
 
     bandwidth roofs: ``{name, bytes_per_s, source}``, drawn as y = bytes_per_s * x;
     compute ceilings: ``{name, flops, source}``, horizontal lines."""
+    from .api import conventional_flops
+
     bw = [{"name": "HBM roof (datasheet)", "bytes_per_s": spec.hbm_bandwidth, "source": "datasheet", "style": "solid"},
           {"name": "SMEM roof (all SMs; x read as FLOP per SMEM byte)", "bytes_per_s": spec.peak_smem_bandwidth,
-           "source": "datasheet: 128 B/clk/SM x SMs x clock", "style": "dot"}]
+           "source": f"datasheet: {spec.smem_bytes_per_clk_per_sm:.0f} B/clk/SM x SMs x clock", "style": "dot"}]
     comp = [{"name": f"tensor core {dtype} (datasheet)", "flops": spec.peak_tensor_flops(dtype), "source": "datasheet",
              "style": "solid"}]
     clock = spec.clock_hz
@@ -77,8 +79,9 @@ def roofline_ceilings(spec, calibration=None, dtype: str = "bf16",
         if calibration.exp2_per_clk_per_sm:
             exp2_rate = calibration.exp2_per_clk_per_sm * spec.sm_count * clock
     for d in exp_head_dims:
-        # one exp per attention score, and 4*d conventional FLOPs per score
-        comp.append({"name": f"exp2 bound, attention d={d} (4d FLOP per exp)", "flops": exp2_rate * 4 * d,
+        # one exp per attention score, and the conventional FLOPs of one score (4d)
+        per_score = conventional_flops({"B": 1, "H": 1, "N_q": 1, "N_k": 1, "d": d})
+        comp.append({"name": f"exp2 bound, attention d={d} (4d FLOP per exp)", "flops": exp2_rate * per_score,
                      "source": "MUFU ex2 rate x 4d", "style": "longdash"})
     return {"bandwidth": bw, "compute": comp}
 
@@ -223,19 +226,14 @@ def roofline_html(spec, points: Sequence[Mapping[str, Any]], title: str, calibra
     return _page(title, body)
 
 
-def _shape_label(shape: Mapping[str, Any]) -> str:
-    from .validate import shape_label
-
-    return shape_label(shape)
-
-
 def validation_html(report, spec, title: str | None = None) -> str:
     """The validation page: roofline with measured beside predicted points,
     predicted-vs-measured time (y = x and ±10% bands), and the statistics."""
     import plotly.graph_objects as go
 
     from .hardware import HardwareError, calibration_from_dict
-    from .validate import MIN_GROUP, OUR_KERNELS, PEER_KERNELS
+    from .validate import (MIN_GROUP, OUR_KERNELS, PEER_KERNELS, failed_cells, group_cells, row_cells, shape_label,
+                           stats_rows)
 
     title = title or f"iomodel validation on {', '.join(report.devices) or spec.name}"
     cal = None
@@ -249,7 +247,7 @@ def validation_html(report, spec, title: str | None = None) -> str:
 
     points = []
     for r in report.rows:
-        label = f"{r.kernel} {r.config_label} {_shape_label(r.shape)}"
+        label = f"{r.kernel} {r.config_label} {shape_label(r.shape)}"
         extra = {"error %": round(r.err_pct, 1) if r.err_pct is not None else "-",
                  "bottleneck": r.bottleneck or "-"}
         if r.hbm_bytes:
@@ -279,7 +277,7 @@ def validation_html(report, spec, title: str | None = None) -> str:
             x=[r.measured_s * 1e3 for r in sel], y=[r.predicted_s * 1e3 for r in sel], mode="markers", name=k,
             marker=dict(color=_PALETTE[i % len(_PALETTE)], size=8,
                         symbol="diamond" if k in PEER_KERNELS else "circle"),
-            text=[f"<b>{_esc(r.kernel)} {_esc(r.config_label)}</b><br>{_esc(_shape_label(r.shape))}<br>"
+            text=[f"<b>{_esc(r.kernel)} {_esc(r.config_label)}</b><br>{_esc(shape_label(r.shape))}<br>"
                   f"measured {r.measured_s * 1e3:.3f} ms ({r.measured_tflops:.1f} TFLOP/s)<br>"
                   f"predicted {r.predicted_s * 1e3:.3f} ms ({r.predicted_tflops:.1f} TFLOP/s)<br>"
                   f"error {r.err_pct:+.1f}%<br>bottleneck {_esc(r.bottleneck or '-')}" for r in sel],
@@ -289,51 +287,28 @@ def validation_html(report, spec, title: str | None = None) -> str:
                      yaxis=dict(type="log", title="predicted time (ms)"), margin=dict(l=60, r=20, t=50, b=50))
     sc_html = sc.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False})
 
-    def pct(v, signed=False):
-        return "-" if v is None else (f"{v:+.1f}%" if signed else f"{v:.1f}%")
-
-    stat_rows = [["our kernels", report.ours.n, pct(report.ours.median_abs_pct), pct(report.ours.max_abs_pct),
-                  pct(report.ours.mean_signed_pct, True)]]
-    stat_rows += [[f"  {k}", s.n, pct(s.median_abs_pct), pct(s.max_abs_pct), pct(s.mean_signed_pct, True)]
-                  for k, s in report.per_kernel.items() if k in OUR_KERNELS]
-    stat_rows += [["peers", report.peers.n, pct(report.peers.median_abs_pct), pct(report.peers.max_abs_pct),
-                   pct(report.peers.mean_signed_pct, True)]]
-    stat_rows += [[f"  {k}", s.n, pct(s.median_abs_pct), pct(s.max_abs_pct), pct(s.mean_signed_pct, True)]
-                  for k, s in report.per_kernel.items() if k in PEER_KERNELS]
-    stats = _html_table(["rows", "n", "median |error|", "max |error|", "mean signed"], stat_rows)
-    group_rows = [[g.kernel, _shape_label(g.shape), g.n, "-" if g.spearman is None else f"{g.spearman:+.2f}",
-                   f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)",
-                   f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
-                   ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"] for g in report.groups]
+    stats = _html_table(["rows", "n", "median |error|", "max |error|", "mean signed"], stats_rows(report))
+    group_rows = [[g.kernel, shape_label(g.shape), g.n, *group_cells(g)] for g in report.groups]
     groups = _html_table(["kernel", "shape", "configs", "Spearman", "model's top", "best measured",
                           "top-1 within 5%"], group_rows)
     pooled = "-" if report.pooled_spearman is None else f"{report.pooled_spearman:+.3f}"
     choice = ""
-    shape_groups = getattr(report, "shape_groups", [])
-    if shape_groups:
-        choice_rows = [[_shape_label(g.shape), g.n, "-" if g.spearman is None else f"{g.spearman:+.2f}",
-                        f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)",
-                        f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
-                        ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"] for g in shape_groups]
-        hits = sum(1 for g in shape_groups if g.top1)
+    if report.shape_groups:
+        choice_rows = [[shape_label(g.shape), g.n, *group_cells(g)] for g in report.shape_groups]
+        hits = sum(1 for g in report.shape_groups if g.top1)
         mean_all = "-" if report.pooled_spearman_all is None else f"{report.pooled_spearman_all:+.3f}"
         choice = ("<h2>Kernel and tile choice</h2><p class=\"note\">Every family's configurations of one shape "
                   "ranked together: the choice <code>python -m iomodel predict</code> makes.</p>"
                   + _html_table(["shape", "configs", "Spearman", "model's top", "best measured", "top-1 within 5%"],
                                 choice_rows)
-                  + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(shape_groups)}</p>")
-    row_rows = [[r.kernel, r.config_label, _shape_label(r.shape), f"{r.measured_s * 1e3:.3f}",
-                 f"{r.measured_tflops:.1f}", "-" if not r.predicted_s else f"{r.predicted_s * 1e3:.3f}",
-                 "-" if not r.predicted_s else f"{r.predicted_tflops:.1f}", pct(r.err_pct, True),
-                 r.bottleneck or "-", r.prediction_source or (r.prediction_error or "none")] for r in report.rows]
+                  + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(report.shape_groups)}</p>")
+    row_rows = [row_cells(r) + [r.prediction_source or (r.prediction_error or "none")] for r in report.rows]
     rows_t = _html_table(["kernel", "config", "shape", "measured ms", "measured TFLOP/s", "predicted ms",
                           "predicted TFLOP/s", "error", "bottleneck", "prediction"], row_rows)
     failed = ""
     if report.failed:
-        failed = "<h2>Rows not ok</h2>" + _html_table(
-            ["kernel", "config", "shape", "error"],
-            [[f["kernel"], f.get("config") or "-", _shape_label(f["shape"]) if f.get("shape") else "?", f["error"]]
-             for f in report.failed])
+        failed = "<h2>Rows not ok</h2>" + _html_table(["kernel", "config", "shape", "error"],
+                                                        [failed_cells(f) for f in report.failed])
     notes = ""
     if report.notes:
         notes = "<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in report.notes) + "</ul>"

@@ -55,24 +55,24 @@ def sym(name: str) -> sp.Symbol:
     return sp.Symbol(name, positive=True, integer=True)
 
 
+def free_names(exprs: Iterable[sp.Expr]) -> set[str]:
+    return {s.name for e in exprs for s in sp.sympify(e).free_symbols}
+
+
+def lambdify(exprs: Mapping[str, sp.Expr]):
+    """One numpy function for all named expressions, common subexpressions (mask counts) evaluated once.
+    Returns the symbol names it takes (in order), the keys of its results (in order) and the function."""
+    names = sorted(free_names(exprs.values()))
+    keys = list(exprs)
+    fn = sp.lambdify([sym(n) for n in names], [sp.sympify(exprs[k]) for k in keys], modules=NUMERIC_MODULES, cse=True)
+    return names, keys, fn
+
+
 def evaluate(exprs: Mapping[str, sp.Expr], values: Mapping[str, object]) -> dict[str, np.ndarray]:
     """Evaluate named expressions on numpy arrays of symbol values (vectorized lambdify)."""
-    names = sorted({s.name for e in exprs.values() for s in sp.sympify(e).free_symbols})
+    names, keys, fn = lambdify(exprs)
     missing = [n for n in names if n not in values]
     if missing:
         raise KeyError(f"no value for {', '.join(missing)}")
-    args = [sym(n) for n in names]
-    out = {}
-    for key, e in exprs.items():
-        e = sp.sympify(e)
-        f = sp.lambdify(args, e, modules=NUMERIC_MODULES)
-        out[key] = np.asarray(f(*[np.asarray(values[n]) for n in names]), dtype=float)
-    return out
-
-
-def numeric(expr: sp.Expr, values: Mapping[str, object]) -> float:
-    return float(evaluate({"x": expr}, values)["x"])
-
-
-def free_names(exprs: Iterable[sp.Expr]) -> set[str]:
-    return {s.name for e in exprs for s in sp.sympify(e).free_symbols}
+    vals = fn(*[np.asarray(values[n]) for n in names])
+    return {k: np.asarray(v, dtype=float) for k, v in zip(keys, vals)}

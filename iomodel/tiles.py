@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .api import FAMILIES, Prediction, _prediction, check_shape, evaluate_configs, family, resolve_gpu
+from .api import (FAMILIES, Prediction, _prediction, check_shape, conventional_flops, evaluate_configs, family,
+                  resolve_gpu, shape_model)
 from .perf import ModelError
 
 # the free sizes each family may take (the search space; instruction checks prune it)
@@ -48,40 +49,9 @@ class SearchResult:
 
 
 def instruction_reasons(kernel: str, spec, configs: list[dict], d: int) -> np.ndarray:
-    """Why each config breaks the instruction shape ("" when it does not)."""
-    out = np.full(len(configs), "", dtype=object)
-    m, n, k = spec.mma_sync_shape
-    for i, c in enumerate(configs):
-        if kernel == "flash_sm80":
-            rows = c["block_m"] / c["warps"]
-            if rows != int(rows) or int(rows) % m:
-                out[i] = f"rows per warp block_m/warps = {rows:g} is not a multiple of mma m={m}"
-            elif c["block_n"] % k:  # block_n is the k of P.V and a multiple of n for Q.K^T
-                out[i] = f"block_n {c['block_n']} is not a multiple of mma k={k}"
-            elif d % k:
-                out[i] = f"head dim {d} is not a multiple of mma k={k}"
-        elif kernel == "flash_sm90":
-            wg = spec.wgmma
-            if wg is None:
-                out[i] = f"{spec.key} has no wgmma"
-                continue
-            rows = c["block_m"] / c["consumers"]
-            if rows != int(rows) or int(rows) % wg.m:
-                out[i] = f"rows per consumer warpgroup = {rows:g} is not a multiple of wgmma m={wg.m}"
-            elif rows != wg.m:
-                # the family's kernel gives each consumer warpgroup one wgmma row block
-                out[i] = f"rows per consumer warpgroup = {rows:g}: the kernel gives each warpgroup {wg.m} rows"
-            elif c["block_n"] % wg.k or not wg.valid_n(c["block_n"]):
-                out[i] = f"block_n {c['block_n']} is not a valid wgmma n (multiple of {wg.n_multiple}, <= {wg.n_max}) and k={wg.k}"
-            elif not wg.valid_n(d):
-                out[i] = f"head dim {d} is not a valid wgmma n"
-        elif kernel in ("unfused", "matmul_sm80"):
-            rows = c["block_m"] / c["warps"]
-            if rows != int(rows) or int(rows) % m:
-                out[i] = f"rows per warp block_m/warps = {rows:g} is not a multiple of mma m={m}"
-            elif c["block_n"] % n or c["block_k"] % k:
-                out[i] = f"block_n must be a multiple of {n} and block_k of {k}"
-    return out
+    """Why each config breaks the instruction shape of the family's code ("" when it does not)."""
+    check = family(kernel).instruction_check
+    return np.array([check(spec, c, d) if check is not None else "" for c in configs], dtype=object)
 
 
 def enumerate_configs(kernel: str, space: dict | None = None) -> list[dict]:
@@ -96,15 +66,13 @@ def search(kernel: str, gpu, shape: dict, space: dict | None = None, calibration
     family(kernel)
     spec = resolve_gpu(gpu)
     s = check_shape(kernel, shape)
-    from .api import family_model
-    family_model(kernel, bool(s["causal"]), s.get("H_kv", 1) != s.get("H", 1), s["dtype"])  # derive once, untimed
+    shape_model(kernel, s)  # derive once, untimed
     t0 = time.perf_counter()
     configs = enumerate_configs(kernel, space)
     inst = instruction_reasons(kernel, spec, configs, s.get("d", s.get("K", 16)))
     spec, cal, s, res = evaluate_configs(kernel, spec, s, configs, calibration)
     reasons = np.where(inst != "", inst, res["infeasible"])
     time_s = np.asarray(res["time_s"], dtype=float)
-    from .api import conventional_flops
     tflops = conventional_flops(s) / time_s / 1e12
     smem = np.asarray(res["kernels"][0]["smem_bytes"], dtype=float)
     order = [i for i in np.lexsort((np.broadcast_to(smem, time_s.shape), time_s)) if not reasons[i]]
@@ -118,15 +86,8 @@ def search(kernel: str, gpu, shape: dict, space: dict | None = None, calibration
 
 
 def config_label(kernel: str, c: dict) -> str:
-    if kernel == "flash_sm80":
-        return f"{c['block_m']}x{c['block_n']} w{c['warps']} s{c['stages']}"
-    if kernel == "flash_sm90":
-        return f"{c['block_m']}x{c['block_n']} c{c['consumers']} s{c['stages']}"
-    if kernel in ("unfused", "matmul_sm80"):
-        return f"{c['block_m']}x{c['block_n']}x{c['block_k']} w{c['warps']} s{c['stages']}"
-    if kernel == "softmax":
-        return f"{c['rows_per_block']} rows/block"
-    return str(c)
+    fam = FAMILIES.get(kernel)
+    return fam.label.format(**c) if fam is not None and fam.label else str(c)
 
 
 def parse_tiles(kernel: str, text: str) -> dict:

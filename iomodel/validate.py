@@ -17,10 +17,11 @@ of our kernels and of peers, with the calibration measured in the same run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -41,12 +42,17 @@ __all__ = [
     "evaluate",
     "format_report",
     "conventional_flops",
+    "shape_label",
+    "shape_key",
+    "config_dict",
+    "config_label",
 ]
 
+from . import api  # noqa: E402
+from .api import PEERS as PEER_KERNELS  # noqa: E402  (the SDPA backends timed beside our kernels)
 from .api import conventional_flops  # noqa: E402  (the one FLOP convention of every report)
 
 OUR_KERNELS = ("flash_sm80", "flash_sm90", "unfused")
-PEER_KERNELS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 TOP1_TOLERANCE = 0.05  # the model's top config counts as right within 5% of the best measured
 MIN_GROUP = 3          # configs needed in a (kernel, shape) group for rank statistics
 
@@ -87,25 +93,56 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float(dx @ dy) / den
 
 
-# --------------------------------------------------------------------------- data
+# --------------------------------------------------------------------------- labels (the harness writes them too)
 
 def shape_label(shape: Mapping[str, Any]) -> str:
+    """``d128 N4096 B4H16 causal``: ``/H_kv`` after H for grouped K/V heads, the dtype when not bf16."""
     n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
     kv = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f"/{shape['H_kv']}"
     dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
     return f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{kv}{' causal' if shape.get('causal') else ''}{dt}"
 
 
-def _shape_key(shape: Mapping[str, Any]) -> str:
-    return json.dumps({k: shape[k] for k in sorted(shape)}, sort_keys=True)
+def shape_key(shape: Mapping[str, Any]) -> str:
+    """A shape as a hashable string: rows with equal keys have the same shape."""
+    return json.dumps(dict(shape), sort_keys=True)
 
 
-def _config_label(kernel: str, cfg: Mapping[str, Any] | None, given: str | None = None) -> str:
-    if given:
-        return given
-    if not cfg:
+def config_dict(cfg: Any) -> dict[str, Any]:
+    """A tile configuration (dict, ``as_dict()`` object or dataclass) as a plain dict; None -> {}."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    if hasattr(cfg, "as_dict"):
+        return dict(cfg.as_dict())
+    if dataclasses.is_dataclass(cfg):
+        return dataclasses.asdict(cfg)
+    return dict(vars(cfg))
+
+
+def config_label(kernel: str, cfg: Any) -> str:
+    """Short label of a row's config, as results files record it: ``128x64w4s2`` (flash_sm80),
+    ``128x128c2s3`` (flash_sm90), ``128x128x32w4s3`` (unfused), ``-`` without a config."""
+    d = config_dict(cfg)
+    if not d:
         return "-"
-    return ",".join(f"{k}={v}" for k, v in cfg.items() if k != "head_dim")
+    if kernel == "flash_sm80" and {"block_m", "block_n", "warps", "stages"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}w{d['warps']}s{d['stages']}"
+    if kernel == "flash_sm90" and {"block_m", "block_n", "stages"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}c{d.get('consumers', '?')}s{d['stages']}"
+    if kernel == "unfused" and {"block_m", "block_n", "block_k"} <= d.keys():
+        return f"{d['block_m']}x{d['block_n']}x{d['block_k']}w{d.get('warps', '?')}s{d.get('stages', '?')}"
+    for attr in ("short", "name"):
+        v = getattr(cfg, attr, None)
+        if callable(v):
+            v = v()
+        if isinstance(v, str):
+            return v
+    return ",".join(f"{k}={v}" for k, v in d.items())
+
+
+# --------------------------------------------------------------------------- data
 
 
 @dataclass
@@ -190,10 +227,6 @@ class Report:
     calibrations: list[dict] = field(default_factory=list)
     recomputed: bool = True
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        return json.loads(json.dumps(d, default=str))
-
 
 # --------------------------------------------------------------------------- loading
 
@@ -241,19 +274,12 @@ def _pred_time(pred: Any) -> tuple[float | None, str | None, float | None]:
     return t, get("bottleneck"), (float(hb) if hb is not None else None)
 
 
-def _default_predictors():
-    from iomodel import api  # lazy: the model may be mid-rewrite; evaluate() falls back
+def _model_prediction(kernel, spec, shape, config, calibration):
+    return api.predict(kernel, spec, shape, config, calibration=calibration)
 
-    def pred(kernel, spec, shape, config, calibration):
-        return api.predict(kernel, spec, shape, config, calibration=calibration)
 
-    def peer(name, spec, shape, calibration):
-        try:
-            return api.peer_prediction(name, spec, shape, calibration=calibration)
-        except TypeError:
-            return api.peer_prediction(name, spec, shape)
-
-    return pred, peer
+def _model_peer_prediction(name, spec, shape, calibration):
+    return api.peer_prediction(name, spec, shape, calibration=calibration)
 
 
 def _resolve_calibration(calibration, stored: Mapping | None, notes: list[str]):
@@ -269,6 +295,24 @@ def _resolve_calibration(calibration, stored: Mapping | None, notes: list[str]):
         except HardwareError as exc:
             notes.append(f"stored calibration unusable ({exc}); predicting from the datasheet")
     return None
+
+
+def _rank_group(source: str, kernel: str, rows: Sequence[RowEval], label: Callable[[RowEval], str]) -> GroupEval:
+    """Rank statistics of rows timed on one shape: Spearman's rho of predicted vs measured time, and
+    whether the model's top row is within TOP1_TOLERANCE of the fastest measured one (a tie at the
+    top is judged by its slowest member)."""
+    rho = spearman([r.predicted_s for r in rows], [r.measured_s for r in rows])
+    best = min(rows, key=lambda r: r.measured_s)
+    tmin = min(r.predicted_s for r in rows)
+    top = max((r for r in rows if r.predicted_s <= tmin * (1 + 1e-12)), key=lambda r: r.measured_s)
+    ok = top.measured_s <= best.measured_s * (1.0 + TOP1_TOLERANCE)
+    return GroupEval(source, kernel, rows[0].shape, len(rows), rho, label(top), label(best),
+                     top.measured_s, best.measured_s, ok)
+
+
+def _mean_spearman(groups: Sequence[GroupEval]) -> float | None:
+    rhos = [g.spearman for g in groups if g.spearman is not None]
+    return float(np.mean(rhos)) if rhos else None
 
 
 def evaluate(
@@ -294,15 +338,8 @@ def evaluate(
     if isinstance(results, Mapping):
         results = [results]
     rep = Report(recomputed=recompute)
-    if recompute and (predictor is None or peer_predictor is None):
-        try:
-            dp, dpp = _default_predictors()
-            predictor = predictor or dp
-            peer_predictor = peer_predictor or dpp
-        except Exception as exc:  # noqa: BLE001
-            rep.notes.append(f"model unavailable ({type(exc).__name__}: {exc}); using stored predictions")
-            recompute = False
-            rep.recomputed = False
+    predictor = predictor or _model_prediction
+    peer_predictor = peer_predictor or _model_peer_prediction
 
     recompute_failures = 0
     for res in results:
@@ -319,8 +356,7 @@ def evaluate(
             rep.gpu_key = spec.key
         cal = _resolve_calibration(calibration, res.get("calibration"), rep.notes)
         if cal is not None:
-            rep.calibrations.append({"source": source, "gpu_key": cal.gpu_key, "date": cal.date,
-                                     **{k: v for k, v in cal.measured().items()}})
+            rep.calibrations.append({"source": source, "gpu_key": cal.gpu_key, "date": cal.date, **cal.measured()})
         for row in res["rows"]:
             kernel = row.get("kernel")
             if not row.get("ok") or not row.get("measured_ms"):
@@ -356,7 +392,7 @@ def evaluate(
             err = (t - measured) / measured * 100.0 if t is not None else None
             rep.rows.append(RowEval(
                 source=source, device=device, kernel=kernel, config=cfg,
-                config_label=_config_label(kernel, cfg, row.get("config_label")),
+                config_label=row.get("config_label") or config_label(kernel, cfg),
                 shape=shape, is_peer=is_peer, measured_s=measured, predicted_s=t, err_pct=err,
                 bottleneck=bott, flops=conventional_flops(shape), hbm_bytes=hb,
                 prediction_source=how, prediction_error=perr))
@@ -373,24 +409,12 @@ def evaluate(
     # rank statistics per (file, kernel, shape)
     groups: dict[tuple[str, str, str], list[RowEval]] = {}
     for r in ours:
-        if r.predicted_s is None:
-            continue
-        groups.setdefault((r.source, r.kernel, _shape_key(r.shape)), []).append(r)
-    rhos = []
+        if r.predicted_s is not None:
+            groups.setdefault((r.source, r.kernel, shape_key(r.shape)), []).append(r)
     for (source, kernel, _sk), rows in groups.items():
-        if len({r.config_label for r in rows}) < MIN_GROUP:
-            continue
-        rho = spearman([r.predicted_s for r in rows], [r.measured_s for r in rows])
-        best = min(rows, key=lambda r: r.measured_s)
-        tmin = min(r.predicted_s for r in rows)
-        tied = [r for r in rows if r.predicted_s <= tmin * (1 + 1e-12)]
-        top = max(tied, key=lambda r: r.measured_s)  # a tie at the top is judged by its slowest member
-        ok = top.measured_s <= best.measured_s * (1.0 + TOP1_TOLERANCE)
-        rep.groups.append(GroupEval(source, kernel, rows[0].shape, len(rows), rho, top.config_label,
-                                    best.config_label, top.measured_s, best.measured_s, ok))
-        if rho is not None:
-            rhos.append(rho)
-    rep.pooled_spearman = float(np.mean(rhos)) if rhos else None
+        if len({r.config_label for r in rows}) >= MIN_GROUP:
+            rep.groups.append(_rank_group(source, kernel, rows, lambda r: r.config_label))
+    rep.pooled_spearman = _mean_spearman(rep.groups)
     rep.top1_total = len(rep.groups)
     rep.top1_hits = sum(1 for g in rep.groups if g.top1)
 
@@ -398,25 +422,15 @@ def evaluate(
     by_shape: dict[tuple[str, str], list[RowEval]] = {}
     for r in ours:
         if r.predicted_s is not None:
-            by_shape.setdefault((r.source, _shape_key(r.shape)), []).append(r)
-    all_rhos = []
+            by_shape.setdefault((r.source, shape_key(r.shape)), []).append(r)
     for (source, _sk), rows in by_shape.items():
-        if len({(r.kernel, r.config_label) for r in rows}) < MIN_GROUP or len({r.kernel for r in rows}) < 2:
-            continue
-        rho = spearman([r.predicted_s for r in rows], [r.measured_s for r in rows])
-        best = min(rows, key=lambda r: r.measured_s)
-        top = min(rows, key=lambda r: (r.predicted_s, -r.measured_s))
-        ok = top.measured_s <= best.measured_s * (1.0 + TOP1_TOLERANCE)
-        rep.shape_groups.append(GroupEval(source, "all", rows[0].shape, len(rows), rho,
-                                          f"{top.kernel} {top.config_label}", f"{best.kernel} {best.config_label}",
-                                          top.measured_s, best.measured_s, ok))
-        if rho is not None:
-            all_rhos.append(rho)
-    rep.pooled_spearman_all = float(np.mean(all_rhos)) if all_rhos else None
+        if len({(r.kernel, r.config_label) for r in rows}) >= MIN_GROUP and len({r.kernel for r in rows}) >= 2:
+            rep.shape_groups.append(_rank_group(source, "all", rows, lambda r: f"{r.kernel} {r.config_label}"))
+    rep.pooled_spearman_all = _mean_spearman(rep.shape_groups)
     return rep
 
 
-# --------------------------------------------------------------------------- text
+# --------------------------------------------------------------------------- text (cells shared with report.py)
 
 def _pct(v: float | None, signed: bool = False) -> str:
     if v is None:
@@ -426,6 +440,36 @@ def _pct(v: float | None, signed: bool = False) -> str:
 
 def _num(v: float | None, fmt: str = ".3f") -> str:
     return "-" if v is None else format(v, fmt)
+
+
+def stats_rows(report: Report) -> list[list[str]]:
+    """The accuracy table: rows, n, median |err|, max |err|, mean signed; our kernels (then each
+    family) and the peers (then each peer)."""
+    named = ([("our kernels", report.ours)]
+             + [(f"  {k}", s) for k, s in report.per_kernel.items() if k in OUR_KERNELS]
+             + [("peers", report.peers)]
+             + [(f"  {k}", s) for k, s in report.per_kernel.items() if k in PEER_KERNELS])
+    return [[name, str(st.n), _pct(st.median_abs_pct), _pct(st.max_abs_pct), _pct(st.mean_signed_pct, True)]
+            for name, st in named]
+
+
+def group_cells(g: GroupEval) -> list[str]:
+    """A rank-statistics row after its shape and size: spearman, model's top, best measured, top-1."""
+    return [_num(g.spearman, "+.2f"), f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)",
+            f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
+            ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"]
+
+
+def row_cells(r: RowEval) -> list[str]:
+    """kernel, config, shape, measured ms and TFLOP/s, predicted ms and TFLOP/s, error, bottleneck."""
+    return [r.kernel, r.config_label, shape_label(r.shape), f"{r.measured_s * 1e3:.3f}",
+            f"{r.measured_tflops:.1f}", _num(r.predicted_s * 1e3 if r.predicted_s else None),
+            _num(r.predicted_tflops, ".1f"), _pct(r.err_pct, True), r.bottleneck or "-"]
+
+
+def failed_cells(f: Mapping[str, Any]) -> list[str]:
+    """kernel, config, shape, error of a row that is not ok."""
+    return [f["kernel"], f.get("config") or "-", shape_label(f["shape"]) if f.get("shape") else "?", f["error"]]
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> list[str]:
@@ -448,6 +492,17 @@ def _row_note(r: RowEval) -> str:
     return (r.prediction_error or "no prediction")[:80]
 
 
+#: calibration numbers in the report's header: field, format of the scaled value, scale
+_CALIBRATION_BITS = (
+    ("gemm_flops", "GEMM {:.0f} TFLOP/s", 1e12),
+    ("copy_bandwidth", "copy {:.2f} TB/s", 1e12),
+    ("mma_sync_flops_per_clk_per_sm", "mma.sync {:.0f} FLOP/clk/SM", 1.0),
+    ("exp2_per_clk_per_sm", "ex2 {:.1f}/clk/SM", 1.0),
+    ("fp32_fma_per_clk_per_sm", "FMA {:.1f}/clk/SM", 1.0),
+    ("clock_hz", "at {:.0f} MHz", 1e6),
+)
+
+
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
     out: list[str] = []
@@ -455,38 +510,16 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
     out.append(f"iomodel validation: {', '.join(report.devices) or '?'}"
                f"{f' ({report.gpu_key})' if report.gpu_key else ''}; predictions {how}")
     for c in report.calibrations:
-        bits = []
-        if c.get("gemm_flops"):
-            bits.append(f"GEMM {c['gemm_flops'] / 1e12:.0f} TFLOP/s")
-        if c.get("copy_bandwidth"):
-            bits.append(f"copy {c['copy_bandwidth'] / 1e12:.2f} TB/s")
-        if c.get("mma_sync_flops_per_clk_per_sm"):
-            bits.append(f"mma.sync {c['mma_sync_flops_per_clk_per_sm']:.0f} FLOP/clk/SM")
-        if c.get("exp2_per_clk_per_sm"):
-            bits.append(f"ex2 {c['exp2_per_clk_per_sm']:.1f}/clk/SM")
-        if c.get("fp32_fma_per_clk_per_sm"):
-            bits.append(f"FMA {c['fp32_fma_per_clk_per_sm']:.1f}/clk/SM")
-        if c.get("clock_hz"):
-            bits.append(f"at {c['clock_hz'] / 1e6:.0f} MHz")
+        bits = [fmt.format(c[k] / scale) for k, fmt, scale in _CALIBRATION_BITS if c.get(k)]
         out.append(f"calibration {c.get('gpu_key')} ({c.get('date')}): {', '.join(bits) or 'nothing measured'}")
     out.append("")
     out.append("Error of predicted time, (predicted - measured) / measured:")
-    srows = []
-    for name, st in [("our kernels", report.ours)] + [
-            (f"  {k}", s) for k, s in report.per_kernel.items() if k in OUR_KERNELS] + [
-            ("peers", report.peers)] + [(f"  {k}", s) for k, s in report.per_kernel.items() if k in PEER_KERNELS]:
-        srows.append([name, str(st.n), _pct(st.median_abs_pct), _pct(st.max_abs_pct), _pct(st.mean_signed_pct, True)])
-    out += ["  " + ln for ln in _table(["rows", "n", "median |err|", "max |err|", "mean signed"], srows,
+    out += ["  " + ln for ln in _table(["rows", "n", "median |err|", "max |err|", "mean signed"], stats_rows(report),
                                        [False, True, True, True, True])]
     out.append("")
     out.append(f"Tile ranking (each kernel x shape timed with >= {MIN_GROUP} configs):")
     if report.groups:
-        grows = []
-        for g in report.groups:
-            grows.append([g.kernel, shape_label(g.shape), str(g.n), _num(g.spearman, "+.2f"),
-                          f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)",
-                          f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
-                          ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"])
+        grows = [[g.kernel, shape_label(g.shape), str(g.n), *group_cells(g)] for g in report.groups]
         out += ["  " + ln for ln in _table(["kernel", "shape", "n", "spearman", "model's top", "best measured",
                                             "top-1 within 5%"], grows, [False, False, True, True, False, False, False])]
         out.append(f"  pooled mean spearman: {_num(report.pooled_spearman, '+.3f')}; "
@@ -496,9 +529,7 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
     if report.shape_groups:
         out.append("")
         out.append("Kernel and tile choice (every family's configurations of one shape ranked together):")
-        srows = [[shape_label(g.shape), str(g.n), _num(g.spearman, "+.2f"),
-                  f"{g.top_config} ({g.top_measured_s * 1e3:.3f} ms)", f"{g.best_config} ({g.best_measured_s * 1e3:.3f} ms)",
-                  ("yes" if g.top1 else "no") + f" ({g.top_slowdown_pct:+.1f}%)"] for g in report.shape_groups]
+        srows = [[shape_label(g.shape), str(g.n), *group_cells(g)] for g in report.shape_groups]
         out += ["  " + ln for ln in _table(["shape", "n", "spearman", "model's top", "best measured", "top-1 within 5%"],
                                            srows, [False, True, True, False, False, False])]
         hits = sum(1 for g in report.shape_groups if g.top1)
@@ -506,13 +537,8 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
                    f"top-1 within 5%: {hits}/{len(report.shape_groups)}")
     out.append("")
     out.append("Rows:")
-    rrows = []
     shown = report.rows if max_rows is None else report.rows[:max_rows]
-    for r in shown:
-        rrows.append([r.kernel, r.config_label, shape_label(r.shape), f"{r.measured_s * 1e3:.3f}",
-                      f"{r.measured_tflops:.1f}", _num(r.predicted_s * 1e3 if r.predicted_s else None),
-                      _num(r.predicted_tflops, ".1f"), _pct(r.err_pct, True), r.bottleneck or "-",
-                      _row_note(r)])
+    rrows = [row_cells(r) + [_row_note(r)] for r in shown]
     out += ["  " + ln for ln in _table(["kernel", "config", "shape", "meas ms", "meas TFLOP/s", "pred ms",
                                         "pred TFLOP/s", "err", "bottleneck", "note"], rrows,
                                        [False, False, False, True, True, True, True, True, False, False])]
@@ -522,8 +548,8 @@ def format_report(report: Report, *, max_rows: int | None = None) -> str:
         out.append("")
         out.append(f"Rows not ok ({len(report.failed)}):")
         for f in report.failed:
-            shp = shape_label(f["shape"]) if f.get("shape") else "?"
-            out.append(f"  {f['kernel']} {f.get('config') or '-'} {shp}: {f['error']}")
+            kernel, config, shape, error = failed_cells(f)
+            out.append(f"  {kernel} {config} {shape}: {error}")
     if report.notes:
         out.append("")
         out.append("Notes:")

@@ -1,13 +1,15 @@
 """CUDA attention kernels that check the iomodel performance model.
 
-* ``flash_attention``: FlashAttention forward, mma.sync m16n8k16 + ldmatrix +
-  cp.async (sm_80 and newer, Hopper included), online softmax in exp2.
+* ``flash_attention``: FlashAttention forward, online softmax in exp2; backend
+  ``sm80`` (mma.sync m16n8k16 + ldmatrix + cp.async, sm_80 and newer, Hopper
+  included) or ``sm90`` (wgmma + TMA, warp-specialized, ``kernels.sm90``).
 * ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through
   global memory).
 
 Importing this package needs only numpy: torch and cupy are imported inside
 the functions.  Tile configurations live in ``kernels.configs``; the offline
-nvcc build and ptxas resource report in ``kernels.build``.  See docs/kernels.md.
+nvcc build and ptxas resource report in ``kernels.build``.  See docs/kernels.md
+and docs/kernels_sm90.md.
 """
 from __future__ import annotations
 
@@ -45,19 +47,19 @@ _BACKENDS: dict[tuple, str] = {}
 def _pick_backend(q, k, causal, config) -> str:
     """Which family runs: the config's own, else the one the model predicts faster on this GPU."""
     if config is not None:
-        keys = config.keys() if isinstance(config, dict) else {f for f in getattr(config, "__dataclass_fields__", {})}
-        return "sm90" if "consumers" in keys else "sm80"
+        fields = config if isinstance(config, dict) else getattr(config, "__dataclass_fields__", {})
+        return "sm90" if "consumers" in fields else "sm80"
     import torch
     if not (isinstance(q, torch.Tensor) and q.is_cuda) or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "sm80"
+    gpu = torch.cuda.get_device_name(q.device)
     shape = dict(B=q.shape[0], H=q.shape[1], H_kv=k.shape[1], N_q=q.shape[2], N_k=k.shape[2], d=q.shape[3],
                  causal=bool(causal), dtype="bf16" if q.dtype == torch.bfloat16 else "fp16")
-    key = (torch.cuda.get_device_name(q.device), *shape.values())
+    key = (gpu, *shape.values())
     if key in _BACKENDS:
         return _BACKENDS[key]
     from iomodel.api import rank_configs
     from .sm90 import SHIPPED_SM90
-    gpu = torch.cuda.get_device_name(q.device)
     best = {}
     for family, backend, cands in (("flash_sm80", "sm80", [c.as_dict() for c in SHIPPED_FLASH if c.head_dim == shape["d"]]),
                                    ("flash_sm90", "sm90", [{"block_m": c.block_m, "block_n": c.block_n, "stages": c.stages,

@@ -12,8 +12,8 @@ from typing import Callable, Iterable
 
 from .build import kernel_source
 
-__all__ = ["get_function", "launch", "debug_enabled", "set_debug", "max_dynamic_smem",
-           "device_arch", "precompile", "NVRTC_OPTIONS", "module_cache_info"]
+__all__ = ["get_function", "launch", "debug_enabled", "set_debug", "debug_sync", "empty", "max_dynamic_smem",
+           "precompile", "NVRTC_OPTIONS"]
 
 #: Options passed to NVRTC.  The architecture option is added by CuPy itself,
 #: ``-arch=sm_XY`` of the current device (adding a second
@@ -44,15 +44,29 @@ def set_debug(flag: bool) -> None:
     _DEBUG = bool(flag)
 
 
+def debug_sync(synchronize: Callable[[], object], name, grid: tuple, block: tuple, smem_bytes: int) -> None:
+    """In debug mode, call `synchronize` (the launch stream's) right after a launch and raise any
+    CUDA error as a RuntimeError that names the launch; otherwise do nothing."""
+    if not _DEBUG:
+        return
+    try:
+        synchronize()
+    except Exception as e:  # cupy's / torch's CUDA error types
+        raise RuntimeError(f"CUDA error after launching {name} grid={grid} block={block} "
+                           f"smem={smem_bytes}: {e}") from e
+
+
+def empty(shape: tuple, dtype, device):
+    """An output tensor: ``torch.empty``, or in debug mode filled with NaN (unwritten parts show up)."""
+    import torch
+
+    if _DEBUG:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
 def _device_index(device) -> int:
     return device.index if device.index is not None else 0
-
-
-def device_arch(device) -> str:
-    import cupy
-
-    with cupy.cuda.Device(_device_index(device)) as dev:
-        return "sm_" + dev.compute_capability
 
 
 def max_dynamic_smem(device) -> int:
@@ -90,10 +104,6 @@ def get_function(header: str, name: str, all_names: tuple[str, ...], device, sme
     return fn
 
 
-def module_cache_info() -> dict:
-    return {"modules": len(_MODULES), "functions": len(_FUNCTIONS)}
-
-
 _STREAMS: dict[tuple[int, int], object] = {}
 
 
@@ -104,7 +114,6 @@ def _cupy_stream(torch_stream, idx: int):
     key = (idx, int(torch_stream.cuda_stream))
     st = _STREAMS.get(key)
     if st is None:
-        st = None
         if hasattr(cupy.cuda.Stream, "from_external"):
             try:
                 st = cupy.cuda.Stream.from_external(torch_stream)
@@ -129,12 +138,7 @@ def launch(fn, device, grid: tuple, block: tuple, args: tuple, smem_bytes: int) 
         stream = _cupy_stream(torch.cuda.current_stream(device), idx)
         with stream:
             fn(grid, block, args, shared_mem=smem_bytes)
-        if _DEBUG:
-            try:
-                stream.synchronize()
-            except Exception as e:  # cupy's CUDA error types
-                raise RuntimeError(f"CUDA error after launching {getattr(fn, 'name', fn)} "
-                                   f"grid={grid} block={block} smem={smem_bytes}: {e}") from e
+        debug_sync(stream.synchronize, getattr(fn, "name", fn), grid, block, smem_bytes)
 
 
 def precompile(jobs: Iterable[Callable[[], object]], workers: int | None = None) -> int:

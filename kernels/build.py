@@ -2,14 +2,16 @@
 
 Two consumers:
 
-* the run-time path (``kernels.flash_sm80`` / ``kernels.unfused``) takes
-  ``kernel_source(...)``: the header text with local ``#include "..."`` lines
-  inlined, so that CuPy's NVRTC cache (keyed on the source text) can never
-  serve a module built from stale headers;
+* the run-time paths (``kernels.flash_sm80`` / ``kernels.unfused`` through CuPy,
+  ``kernels.sm90`` through its own NVRTC call) take ``kernel_source(...)`` /
+  ``inline_includes(...)``: the source with local ``#include "..."`` lines
+  inlined, so that a compile cache keyed on the source text can never serve a
+  module built from stale headers;
 * ``resource_report(arch)`` writes one ``.cu`` file that explicitly
   instantiates every shipped configuration, compiles it with
   ``nvcc -cubin -gencode=arch=compute_XX,code=sm_XX -Xptxas -v`` (one nvcc call
-  per architecture) and parses registers, spills and static shared memory per
+  per architecture, ``run_nvcc``; ``kernels.sm90`` uses the same driver and
+  ``parse_ptxas``) and parses registers, spills and static shared memory per
   kernel from ptxas' report.  ptxas reports static shared memory only; the
   kernels use dynamic shared memory exclusively, whose size is
   ``config.smem_bytes(elem_bytes)`` (see ``kernels.configs``).
@@ -19,7 +21,6 @@ Run ``python -m kernels.build [sm_80|sm_90a ...]`` for a table.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import subprocess
@@ -27,17 +28,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .configs import SHIPPED_FLASH, SHIPPED_MATMUL, FlashConfig, MatmulConfig
+from .configs import SHIPPED_FLASH, SHIPPED_MATMUL, SOFTMAX_SMEM_BYTES, FlashConfig, MatmulConfig
 
 __all__ = [
     "CSRC",
     "ARCHS",
+    "CompileError",
     "kernel_source",
+    "inline_includes",
     "instantiation_unit",
+    "gencode",
+    "run_nvcc",
     "compile_report",
     "resource_report",
     "parse_ptxas",
-    "nvcc_available",
 ]
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -56,18 +60,30 @@ _SOFTMAX_PARAMS = "const float*, {T}*, long long, int, int, int, int, int"
 FLASH_DTYPES = ("bf16", "fp16")
 
 
-def kernel_source(header: str) -> str:
-    """Text of ``csrc/<header>`` with local includes inlined (each file once)."""
+class CompileError(RuntimeError):
+    """The compiler rejected the source (the message holds its log)."""
+
+
+def inline_includes(text: str) -> str:
+    """`text` with each local ``#include "..."`` replaced by that file of csrc/, recursively
+    (each file once)."""
     seen: set[str] = set()
 
-    def expand(name: str) -> str:
+    def include(name: str) -> str:
         if name in seen:
             return ""
         seen.add(name)
-        text = (CSRC / name).read_text()
-        return _INCLUDE_RE.sub(lambda m: expand(m.group(1)), text)
+        return expand((CSRC / name).read_text())
 
-    return expand(header)
+    def expand(src: str) -> str:
+        return _INCLUDE_RE.sub(lambda m: include(m.group(1)), src)
+
+    return expand(text)
+
+
+def kernel_source(header: str) -> str:
+    """Text of ``csrc/<header>`` with local includes inlined (each file once)."""
+    return inline_includes(f'#include "{header}"')
 
 
 def _flash_variants(configs=None):
@@ -117,17 +133,12 @@ def parse_ptxas(text: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     current = None
     for line in text.splitlines():
-        m = _ENTRY_RE.search(line)
+        m = _ENTRY_RE.search(line) or _PROPS_RE.search(line)
         if m:
             current = m.group(1)
             out.setdefault(current, {"registers": None, "spill_stores": 0, "spill_loads": 0,
-                                     "stack": 0, "static_smem": 0, "arch": m.group(2)})
-            continue
-        m = _PROPS_RE.search(line)
-        if m:
-            current = m.group(1)
-            out.setdefault(current, {"registers": None, "spill_stores": 0, "spill_loads": 0,
-                                     "stack": 0, "static_smem": 0, "arch": None})
+                                     "stack": 0, "static_smem": 0,
+                                     "arch": m.group(2) if m.re is _ENTRY_RE else None})
             continue
         if current is None:
             continue
@@ -163,13 +174,11 @@ def demangle(name: str) -> tuple[str, dict] | None:
         return None
     targs = name.split(tag, 1)[1]
     dtype = "bf16" if "4bf16" in targs else ("fp16" if "4fp16" in targs else None)
-    lits = [(t, int(v)) for t, v in _TARG_RE.findall(targs.split("EEv", 1)[0] + "E")]
+    ints = [int(v) for _, v in _TARG_RE.findall(targs.split("EEv", 1)[0] + "E")]
     if kind == "flash_fwd":
-        ints = [v for t, v in lits]
         bm, bn, w, st, d, causal = ints[:6]
         return kind, {"config": FlashConfig(bm, bn, w, st, d), "dtype": dtype, "causal": bool(causal)}
     if kind == "matmul":
-        ints = [v for t, v in lits]
         bm, bn, bk, w, st, kmaj, f32 = ints[:7]
         return kind, {"config": MatmulConfig(bm, bn, bk, w, st), "dtype": dtype,
                       "b_kmajor": bool(kmaj), "out_f32": bool(f32)}
@@ -180,27 +189,37 @@ def demangle(name: str) -> tuple[str, dict] | None:
 # nvcc driver
 # ---------------------------------------------------------------------------
 
-def nvcc_available() -> bool:
-    return shutil.which("nvcc") is not None
-
-
-def _gencode(arch: str) -> str:
+def gencode(arch: str) -> str:
+    """nvcc's option that builds SASS for `arch` (``sm_80``, ``sm_90a``)."""
     num = arch.removeprefix("sm_")
     return f"-gencode=arch=compute_{num},code=sm_{num}"
+
+
+def run_nvcc(source: str, arch: str, out_dir: str | Path, stem: str, flags: tuple[str, ...] = (), *,
+             nvcc: str = "nvcc") -> tuple[Path, str]:
+    """Write `source` to ``out_dir/<stem>.cu`` and compile it with nvcc (C++17, csrc/ on the include
+    path) to ``out_dir/<stem>.cubin`` for `arch`.  Returns (cubin path, nvcc's stdout + stderr);
+    raises CompileError with that output if nvcc fails, RuntimeError if there is no nvcc."""
+    exe = shutil.which(nvcc)
+    if exe is None:
+        raise RuntimeError(f"{nvcc} not found on PATH")
+    cu = Path(out_dir) / f"{stem}.cu"
+    cubin = Path(out_dir) / f"{stem}.cubin"
+    cu.write_text(source)
+    cmd = [exe, "-std=c++17", "-cubin", gencode(arch), f"-I{CSRC}", *flags, "-o", str(cubin), str(cu)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise CompileError(f"nvcc failed for {stem} ({' '.join(cmd)}):\n{log}")
+    return cubin, log
 
 
 def compile_report(arch: str, flash_configs=None, matmul_configs=None, *, nvcc: str = "nvcc",
                    extra_flags: tuple[str, ...] = ()) -> str:
     """Compile the instantiation unit for one arch; return ptxas' verbose report."""
     with tempfile.TemporaryDirectory(prefix="iom_build_") as tmp:
-        cu = Path(tmp) / "iom_kernels.cu"
-        cu.write_text(instantiation_unit(flash_configs, matmul_configs))
-        cmd = [nvcc, "-std=c++17", "-cubin", _gencode(arch), "-Xptxas", "-v", f"-I{CSRC}",
-               *extra_flags, "-o", str(Path(tmp) / "iom_kernels.cubin"), str(cu)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{proc.stdout}\n{proc.stderr}")
-        return proc.stdout + proc.stderr
+        return run_nvcc(instantiation_unit(flash_configs, matmul_configs), arch, tmp, "iom_kernels",
+                        ("-Xptxas", "-v", *extra_flags), nvcc=nvcc)[1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -221,7 +240,7 @@ def resource_report(arch: str = "sm_80") -> list[dict]:
             continue
         kind, desc = dm
         cfg = desc["config"]
-        dyn = cfg.smem_bytes(2) if cfg is not None else 0
+        dyn = cfg.smem_bytes(2) if cfg is not None else SOFTMAX_SMEM_BYTES
         rows.append({"kind": kind, **desc, "registers": rec["registers"],
                      "spill_stores": rec["spill_stores"], "spill_loads": rec["spill_loads"],
                      "stack": rec["stack"], "static_smem": rec["static_smem"],

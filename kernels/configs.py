@@ -35,8 +35,25 @@ SOFTMAX_WARPS = 4
 SOFTMAX_SMEM_BYTES = 0
 
 
+class _TileConfig:
+    """What the tile configurations share: 32-thread warps and a dict form of the fields."""
+
+    warps: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls)})
+
+
 @dataclass(frozen=True)
-class FlashConfig:
+class FlashConfig(_TileConfig):
     """Template parameters of ``flash_fwd_kernel`` (besides dtype and causal)."""
 
     block_m: int   # query rows per block
@@ -45,24 +62,9 @@ class FlashConfig:
     stages: int    # (K chunk, V chunk) slots buffered in shared memory
     head_dim: int
 
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    @property
-    def rows_per_warp(self) -> int:
-        return self.block_m // self.warps
-
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Dynamic shared memory of one block, in bytes (exact)."""
         return (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * elem_bytes
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FlashConfig":
-        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls)})
 
     def problems(self) -> list[str]:
         """Reasons this configuration cannot be instantiated (empty if valid)."""
@@ -91,7 +93,7 @@ class FlashConfig:
 
 
 @dataclass(frozen=True)
-class MatmulConfig:
+class MatmulConfig(_TileConfig):
     """Template parameters of ``matmul_kernel`` (besides dtype and operand layout)."""
 
     block_m: int
@@ -99,10 +101,6 @@ class MatmulConfig:
     block_k: int
     warps: int
     stages: int
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
 
     @property
     def warps_n(self) -> int:
@@ -115,13 +113,6 @@ class MatmulConfig:
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Dynamic shared memory of one block, in bytes (exact)."""
         return self.stages * (self.block_m + self.block_n) * self.block_k * elem_bytes
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "MatmulConfig":
-        return cls(**{f.name: int(d[f.name]) for f in dataclasses.fields(cls)})
 
     def problems(self) -> list[str]:
         p = []

@@ -86,7 +86,9 @@ def flash_attention(q, k, v, causal: bool = False, config=None, scale=None, retu
     import torch
 
     shape = check_qkv(q, k, v)
-    d = shape["d"]
+    B, H, H_kv, N_q, N_k, d = shape["B"], shape["H"], shape["H_kv"], shape["N_q"], shape["N_k"], shape["d"]
+    if B > 65535 or H > 65535:
+        raise ValueError(f"batch ({B}) and heads ({H}) must each be at most 65535 (grid limits).")
     sc = check_scale(scale, d)
     causal = bool(causal)
     cfg = choose_flash_config(shape, causal, q.device) if config is None else check_flash_config(config, d)
@@ -95,13 +97,8 @@ def flash_attention(q, k, v, causal: bool = False, config=None, scale=None, retu
     if smem > limit:
         raise ValueError(f"config {cfg} needs {smem} bytes of shared memory per block; this GPU allows {limit}.")
 
-    B, H, H_kv, N_q, N_k = shape["B"], shape["H"], shape["H_kv"], shape["N_q"], shape["N_k"]
-    if _runtime.debug_enabled():
-        o = torch.full((B, H, N_q, d), float("nan"), dtype=q.dtype, device=q.device)
-        lse = torch.full((B, H, N_q), float("nan"), dtype=torch.float32, device=q.device)
-    else:
-        o = torch.empty((B, H, N_q, d), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, H, N_q), dtype=torch.float32, device=q.device)
+    o = _runtime.empty((B, H, N_q, d), q.dtype, q.device)
+    lse = _runtime.empty((B, H, N_q), torch.float32, q.device)
 
     fn = flash_kernel(cfg, shape["dtype"], causal, q.device)
     i64, i32, f32, ptr = np.int64, np.int32, np.float32, np.uint64

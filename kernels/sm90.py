@@ -6,22 +6,25 @@ The CUDA source lives in ``kernels/csrc/flash_fwd_sm90.cuh`` (with the helpers
 * describes a kernel configuration (:class:`Sm90Config`) and its exact dynamic shared memory,
 * lists the shipped configurations (:data:`SHIPPED_SM90`),
 * compiles a configuration at run time with NVRTC (through CuPy; a ctypes NVRTC or ``nvcc``
-  are fall-backs) for ``sm_90a`` and caches the cubin in memory and on disk,
+  are fall-backs) for ``sm_90a`` and caches the cubin in memory and on disk (headers inlined
+  and nvcc driven by ``kernels.build``, as for the mma.sync kernels),
 * builds the TMA descriptors (``cuTensorMapEncodeTiled``) and launches the kernel through the
   CUDA driver API (ctypes ``libcuda``) on torch's current stream,
 * reports registers / spills / static shared memory of every shipped configuration with the
   local ``nvcc -Xptxas -v`` (:func:`resource_report`) and checks the SASS for ``HGMMA``
   (:func:`sass_report`).
 
-``import kernels.sm90`` needs only the standard library; torch / cupy are imported lazily.
+Input checks are the package's shared ones (``kernels.checks``); ``kernels.set_debug`` applies
+here too.  ``import kernels.sm90`` needs only the standard library; torch / cupy are imported
+lazily.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -32,10 +35,13 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-CSRC = Path(__file__).resolve().parent / "csrc"
-HEADERS = ("sm90_common.cuh", "sm90_wgmma.cuh", "flash_fwd_sm90.cuh")
-NVCC_ARCH_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)
-NVRTC_ARCH_FLAG = "--gpu-architecture=sm_90a"
+from . import _runtime
+from .build import CSRC, CompileError, gencode, inline_includes, parse_ptxas, run_nvcc
+from .checks import check_qkv, check_scale
+
+ARCH = "sm_90a"
+NVCC_ARCH_FLAGS = (gencode(ARCH),)
+NVRTC_ARCH_FLAG = f"--gpu-architecture={ARCH}"
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 DTYPES = ("bf16", "fp16")
 ALIGN_SLACK_BYTES = 1024  # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
@@ -159,12 +165,12 @@ def kernel_instance(cfg: Sm90Config, dtype: str, causal: bool) -> str:
     )
 
 
+_KERNEL_INCLUDE = '#include "flash_fwd_sm90.cuh"\n'
+
+
 def kernel_source(cfg: Sm90Config, dtype: str, causal: bool) -> str:
-    return '#include "flash_fwd_sm90.cuh"\n' + kernel_instance(cfg, dtype, causal)
-
-
-def _header_texts() -> dict[str, str]:
-    return {h: (CSRC / h).read_text() for h in HEADERS}
+    """One variant's translation unit (the kernel header is included, not inlined)."""
+    return _KERNEL_INCLUDE + kernel_instance(cfg, dtype, causal)
 
 
 def _wgmma_header_text(ss_ns=WGMMA_SS_N, rs_ns=WGMMA_RS_N) -> str:
@@ -246,11 +252,9 @@ _lock = threading.Lock()
 
 
 def _source_key(src: str, opts: list[str]) -> str:
+    """Cache key of a self-contained source (headers inlined) and its options."""
     h = hashlib.sha256()
     h.update(src.encode())
-    for name, text in sorted(_header_texts().items()):
-        h.update(name.encode())
-        h.update(text.encode())
     h.update("\0".join(opts).encode())
     return h.hexdigest()[:32]
 
@@ -280,15 +284,12 @@ def _find_libnvrtc() -> str | None:
 def _nvrtc_cupy(src: str, name: str, opts: list[str]) -> bytes:
     from cupy_backends.cuda.libs import nvrtc as _nv  # type: ignore
 
-    headers = _header_texts()
-    # createProgram takes str for source and name but bytes for header texts and include names
-    prog = _nv.createProgram(src, name + ".cu", [t.encode() for t in headers.values()],
-                             [k.encode() for k in headers.keys()])
+    prog = _nv.createProgram(src, name + ".cu", [], [])
     try:
         try:
             _nv.compileProgram(prog, opts)
         except Exception as exc:  # noqa: BLE001 -- re-raised with the compiler log
-            raise RuntimeError(f"NVRTC failed for {name}:\n{_nv.getProgramLog(prog)}") from exc
+            raise CompileError(f"NVRTC failed for {name}:\n{_nv.getProgramLog(prog)}") from exc
         return bytes(_nv.getCUBIN(prog))
     finally:
         _nv.destroyProgram(prog)
@@ -299,12 +300,8 @@ def _nvrtc_ctypes(src: str, name: str, opts: list[str]) -> bytes:
     if path is None:
         raise RuntimeError("libnvrtc not found (set IOMODEL_LIBNVRTC)")
     lib = ctypes.CDLL(path)
-    headers = _header_texts()
-    n = len(headers)
     prog = ctypes.c_void_p()
-    texts = (ctypes.c_char_p * n)(*[t.encode() for t in headers.values()])
-    names = (ctypes.c_char_p * n)(*[k.encode() for k in headers.keys()])
-    r = lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), (name + ".cu").encode(), n, texts, names)
+    r = lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), (name + ".cu").encode(), 0, None, None)
     if r != 0:
         raise RuntimeError(f"nvrtcCreateProgram failed ({r})")
     try:
@@ -315,7 +312,7 @@ def _nvrtc_ctypes(src: str, name: str, opts: list[str]) -> bytes:
         log = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetProgramLog(prog, log)
         if r != 0:
-            raise RuntimeError(f"NVRTC failed for {name} ({r}):\n{log.value.decode(errors='replace')}")
+            raise CompileError(f"NVRTC failed for {name} ({r}):\n{log.value.decode(errors='replace')}")
         lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
         r = lib.nvrtcGetCUBIN(prog, buf)
@@ -327,26 +324,17 @@ def _nvrtc_ctypes(src: str, name: str, opts: list[str]) -> bytes:
 
 
 def _nvcc_cubin(src: str, name: str, defines: tuple[str, ...]) -> bytes:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise RuntimeError("nvcc not found")
     with tempfile.TemporaryDirectory() as tmp:
-        cu = Path(tmp) / (name + ".cu")
-        cu.write_text(src)
-        out = Path(tmp) / (name + ".cubin")
-        cmd = [nvcc, "-cubin", *NVCC_ARCH_FLAGS, "-std=c++17", f"-I{CSRC}",
-               *[f"-D{d}" for d in defines], str(cu), "-o", str(out)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"nvcc failed for {name}:\n{res.stderr}")
-        return out.read_bytes()
+        cubin, _ = run_nvcc(src, ARCH, tmp, name, tuple(f"-D{d}" for d in defines))
+        return cubin.read_bytes()
 
 
 def compile_cubin(cfg: Sm90Config, dtype: str, causal: bool, defines: tuple[str, ...] = (),
                   backend: str = "auto") -> bytes:
     """sm_90a cubin for one variant.  backend: 'auto' (CuPy NVRTC, then ctypes NVRTC, then
     nvcc), 'cupy', 'nvrtc' (ctypes) or 'nvcc'.  Cached in memory and under IOMODEL_SM90_CACHE."""
-    src = kernel_source(cfg, dtype, causal)
+    unit = kernel_source(cfg, dtype, causal)
+    src = inline_includes(unit)  # self-contained: NVRTC needs no headers, the key covers them all
     name = kernel_name(cfg, dtype, causal)
     opts = [NVRTC_ARCH_FLAG, "-std=c++17", *[f"-D{d}" for d in defines]]
     key = _source_key(src, opts)
@@ -366,14 +354,14 @@ def compile_cubin(cfg: Sm90Config, dtype: str, causal: bool, defines: tuple[str,
                     cubin = _nvrtc_cupy(src, name, opts)
                 elif b == "nvrtc":
                     cubin = _nvrtc_ctypes(src, name, opts)
-                elif b == "nvcc":
-                    cubin = _nvcc_cubin(src, name, defines)
+                elif b == "nvcc":  # the unit with its #include: nvcc's errors name the header lines
+                    cubin = _nvcc_cubin(unit, name, defines)
                 else:
                     raise ValueError(f"unknown backend {b!r}")
                 break
-            except Exception as exc:  # noqa: BLE001 -- try the next backend
-                if "failed for" in str(exc):  # a real compile error: do not mask it
-                    raise
+            except CompileError:  # a real compile error: do not mask it
+                raise
+            except Exception as exc:  # noqa: BLE001 -- compiler unavailable: try the next backend
                 errors.append(f"{b}: {exc!r}")
         if cubin is None:
             raise RuntimeError("could not compile the sm90 kernel:\n" + "\n".join(errors))
@@ -402,7 +390,7 @@ class _Driver:
     def __init__(self):
         self.lib = ctypes.CDLL("libcuda.so.1")
         L = self.lib
-        vp, u32, i32, sz = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+        vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
         L.cuInit.argtypes = [u32]
         L.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
         L.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
@@ -413,16 +401,13 @@ class _Driver:
         L.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
         L.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         L.cuFuncSetAttribute.argtypes = [vp, i32, i32]
-        L.cuFuncGetAttribute.argtypes = [ctypes.POINTER(i32), i32, vp]
         L.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp,
                                      ctypes.POINTER(vp), ctypes.POINTER(vp)]
         L.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, ctypes.POINTER(ctypes.c_uint64),
                                              ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32),
                                              ctypes.POINTER(ctypes.c_uint32), i32, i32, i32, i32]
-        del sz
         self.check(L.cuInit(0), "cuInit")
         self._ctx: dict[int, int] = {}
-        self._funcs: dict[tuple, int] = {}
 
     def check(self, res: int, what: str):
         if res != 0:
@@ -450,23 +435,16 @@ class _Driver:
                                                  index), "cuDeviceGetAttribute")
         return v.value
 
-    def function(self, index: int, key: tuple, cubin: bytes, name: str, smem: int) -> int:
-        fkey = (index,) + key
-        f = self._funcs.get(fkey)
-        if f is None:
-            mod = ctypes.c_void_p()
-            self.check(self.lib.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
-            fn = ctypes.c_void_p()
-            self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
-            self.check(self.lib.cuFuncSetAttribute(fn, self.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-                       "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
-            f = self._funcs[fkey] = fn.value
-        return f
-
-    def func_attr(self, fn: int, attr: int) -> int:
-        v = ctypes.c_int()
-        self.check(self.lib.cuFuncGetAttribute(ctypes.byref(v), attr, fn), "cuFuncGetAttribute")
-        return v.value
+    def load_function(self, cubin: bytes, name: str, smem: int) -> int:
+        """Load `cubin` into the current context and return its kernel `name`, opted in to `smem` bytes
+        of dynamic shared memory (the caller caches the handle)."""
+        mod = ctypes.c_void_p()
+        self.check(self.lib.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
+        fn = ctypes.c_void_p()
+        self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
+        self.check(self.lib.cuFuncSetAttribute(fn, self.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+        return fn.value
 
     def tensor_map(self, dtype: str, ptr: int, dims, strides_bytes, box):
         """4-D tiled tensor map, SWIZZLE_128B, zero OOB fill.  dims innermost first."""
@@ -497,86 +475,31 @@ def _get_driver() -> _Driver:
 
 
 # ----------------------------------------------------------------------------------- API
-def _torch_dtype_name(t) -> str | None:
-    import torch
-
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(t.dtype)
-
-
-def _check_inputs(q, k, v, config: Sm90Config | None, scale: float):
-    import torch
-
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.device.type != "cuda":
-            raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-        if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (B, H, N, d), got shape {tuple(t.shape)}")
-        if _torch_dtype_name(t) is None:
-            raise TypeError(f"{name} must be bfloat16 or float16, got {t.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    B, H, N_q, d = q.shape
-    Bk, H_kv, N_k, dk = k.shape
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-    if Bk != B or dk != d:
-        raise ValueError(f"k must be (B={B}, H_kv, N_k, d={d}), got {tuple(k.shape)}")
-    if H_kv < 1 or H % H_kv:
-        raise ValueError(f"number of query heads H={H} must be a multiple of kv heads H_kv={H_kv}")
-    if N_q < 1 or N_k < 1 or B < 1:
-        raise ValueError(f"empty problem: B={B}, N_q={N_q}, N_k={N_k}")
-    if d not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head dim d={d} not supported by the sm90 kernel (supported: {SUPPORTED_HEAD_DIMS})")
-    if config is not None and config.head_dim != d:
+def _check_config(config, d: int) -> Sm90Config:
+    """An Sm90Config (a dict with its fields is converted) for head dim `d`."""
+    if isinstance(config, dict):
+        config = Sm90Config(**config)
+    if not isinstance(config, Sm90Config):
+        raise TypeError(f"config must be an Sm90Config or a dict, got {type(config).__name__}")
+    if config.head_dim != d:
         raise ValueError(f"config {config} is for head_dim={config.head_dim}, inputs have d={d}")
-    if max(N_q, N_k) >= 2**31 - 256 or B * H * -(-N_q // 64) >= 2**31:
-        raise ValueError(f"problem too large for 32-bit tile indices: B={B}, H={H}, N_q={N_q}, N_k={N_k}")
-    es = q.element_size()
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.stride(3) != 1:
-            raise ValueError(f"{name} must be contiguous in the last dim (stride {t.stride(3)}); call .contiguous()")
-        for dim in range(3):
-            if t.shape[dim] > 1 and (t.stride(dim) * es) % 16:
-                raise ValueError(f"{name}.stride({dim})={t.stride(dim)} elements is not a multiple of 16 bytes "
-                                 f"(TMA requirement); call .contiguous()")
-        if t.data_ptr() % 16:
-            raise ValueError(f"{name} data pointer is not 16-byte aligned (TMA requirement); call .clone()")
-    major, minor = _capability(q.device)
-    if (major, minor) != (9, 0):
-        raise RuntimeError(f"the sm90 kernel needs an sm_90 (Hopper) GPU, {torch.cuda.get_device_name(q.device)} "
-                           f"is sm_{major}{minor}")
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"scale must be a positive finite number, got {scale}")
+    return config
 
 
 _launch_cache: dict[tuple, int] = {}
-_dev_cache: dict[tuple, object] = {}
 # Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
 PERSISTENT = True
-# Compile-time variant used by default (see the macros at the top of flash_fwd_sm90.cuh).
+# Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
+# FwdTraits) and SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
 DEFAULT_DEFINES: tuple[str, ...] = ()
 
 
-def _capability(device):
+@functools.lru_cache(maxsize=None)
+def _device_props(index: int):
+    """torch's properties of CUDA device `index` (capability, SM count, L2 size, name), cached."""
     import torch
 
-    key = ("cap", device.index)
-    if key not in _dev_cache:
-        _dev_cache[key] = torch.cuda.get_device_capability(device)
-    return _dev_cache[key]
-
-
-def _num_sms(index: int) -> int:
-    import torch
-
-    key = ("sms", index)
-    if key not in _dev_cache:
-        _dev_cache[key] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _dev_cache[key]
+    return torch.cuda.get_device_properties(index)
 
 
 def _tma_dims(t):
@@ -587,6 +510,9 @@ def _tma_dims(t):
     s_h = t.stride(1) * es if H > 1 else N * s_n
     s_b = t.stride(0) * es if B > 1 else H * s_h
     return [d, N, H, B], [s_n, s_h, s_b]
+
+
+_choice_cache: dict[tuple, Sm90Config] = {}
 
 
 def choose_config(B: int, H: int, H_kv: int, N_q: int, N_k: int, d: int, causal: bool, dtype: str,
@@ -610,9 +536,6 @@ def choose_config(B: int, H: int, H_kv: int, N_q: int, N_k: int, d: int, causal:
         choice = default_config(d, causal)
     _choice_cache[key] = choice
     return choice
-
-
-_choice_cache: dict[tuple, Sm90Config] = {}
 
 
 def default_config(d: int, causal: bool) -> Sm90Config:
@@ -648,8 +571,7 @@ def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: i
 
 def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | None = None,
                          scale: float | None = None, return_lse: bool = False, out=None,
-                         _defines: tuple[str, ...] | None = None, _debug_buffer=None, _persistent=None,
-                         _sections: int | None = None):
+                         _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other
@@ -659,78 +581,77 @@ def flash_attention_sm90(q, k, v, causal: bool = False, config: Sm90Config | Non
     a query row that sees no key gets O = 0 and LSE = -inf.
     Returns O (B, H, N_q, d) in the input dtype, and with return_lse the natural-log LSE
     (B, H, N_q) float32.  ``out`` may be a preallocated contiguous output tensor.
+    ``config``: an Sm90Config (or a dict of its fields); None asks :func:`choose_config`.
+    Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
+    ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
+    (default :func:`heads_per_section`).
     """
     import torch
 
+    shape = check_qkv(q, k, v, head_dims=SUPPORTED_HEAD_DIMS)
+    B, H, H_kv, N_q, N_k, d = (shape[key] for key in ("B", "H", "H_kv", "N_q", "N_k", "d"))
+    dtype = shape["dtype"]
+    if config is not None:
+        config = _check_config(config, d)
+    if max(N_q, N_k) >= 2**31 - 256 or B * H * -(-N_q // 64) >= 2**31:
+        raise ValueError(f"problem too large for 32-bit tile indices: B={B}, H={H}, N_q={N_q}, N_k={N_k}")
+    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    props = _device_props(dev)
+    if (props.major, props.minor) != (9, 0):
+        raise RuntimeError(f"the sm90 kernel needs an sm_90 (Hopper) GPU, {props.name} "
+                           f"is sm_{props.major}{props.minor}")
+    scale = check_scale(scale, d)
+    causal = bool(causal)
     if _defines is None:
         _defines = DEFAULT_DEFINES
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        raise ValueError(f"q must be a 4-D torch.Tensor (B, H, N_q, d), got {getattr(q, 'shape', type(q))}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    _check_inputs(q, k, v, config, float(scale))
-    B, H, N_q, d = q.shape
-    H_kv, N_k = k.shape[1], k.shape[2]
-    dtype = _torch_dtype_name(q)
     if config is None:
-        config = choose_config(B, H, H_kv, N_q, N_k, d, causal, dtype, gpu=torch.cuda.get_device_name(q.device))
-    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        config = choose_config(B, H, H_kv, N_q, N_k, d, causal, dtype, gpu=props.name)
     smem = config.smem_bytes(q.element_size())
 
     if out is None:
-        out = torch.empty((B, H, N_q, d), dtype=q.dtype, device=q.device)
+        out = _runtime.empty((B, H, N_q, d), q.dtype, q.device)
     elif tuple(out.shape) != (B, H, N_q, d) or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
         raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {(B, H, N_q, d)} on {q.device}")
-    lse = torch.empty((B, H, N_q), dtype=torch.float32, device=q.device) if return_lse else None
-    l_ptr = lse.data_ptr() if lse is not None else 0
-    if _debug_buffer is not None:
-        l_ptr = _debug_buffer.data_ptr()
+    lse = _runtime.empty((B, H, N_q), torch.float32, q.device) if return_lse else None
 
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
-    num_tiles = triton_cdiv(N_q, config.block_m) * H * B
+    num_tiles = -(-N_q // config.block_m) * H * B
     drv = _get_driver()
     with torch.cuda.device(dev):
         drv.use_device(dev)
-        key = (dev, config, dtype, bool(causal), tuple(_defines))
+        key = (dev, config, dtype, causal, tuple(_defines))
         fn = _launch_cache.get(key)
         if fn is None:
             if smem > drv.max_smem_optin(dev):
                 raise ValueError(f"config {config} needs {smem} B of shared memory, the device allows "
                                  f"{drv.max_smem_optin(dev)}")
-            cubin = compile_cubin(config, dtype, bool(causal), tuple(_defines))
-            fn = drv.function(dev, key, cubin, kernel_name(config, dtype, bool(causal)), smem)
-            _launch_cache[key] = fn
-        grid = (min(num_tiles, _num_sms(dev)) if persistent else num_tiles, 1, 1)
+            cubin = compile_cubin(config, dtype, causal, tuple(_defines))
+            fn = _launch_cache[key] = drv.load_function(cubin, kernel_name(config, dtype, causal), smem)
+        grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
         sec = _sections if _sections is not None else (
-            heads_per_section(B, H, H_kv, N_k, d, q.element_size(), _l2_bytes(dev)) if causal else B * H)
+            heads_per_section(B, H, H_kv, N_k, d, q.element_size(), props.L2_cache_size) if causal else B * H)
         sec = max(1, min(int(sec), B * H))
+        stream = torch.cuda.current_stream(dev)
         # causal kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
-        counter = _tile_counter(dev, torch.cuda.current_stream(dev)) if causal and d <= 128 else None
+        counter = _tile_counter(dev, stream) if causal and d <= 128 else None
         dq, sq = _tma_dims(q)
         dk_, sk = _tma_dims(k)
         dv, sv = _tma_dims(v)
         tmq = drv.tensor_map(dtype, q.data_ptr(), dq, sq, [64, config.block_m, 1, 1])
         tmk = drv.tensor_map(dtype, k.data_ptr(), dk_, sk, [64, config.block_n, 1, 1])
         tmv = drv.tensor_map(dtype, v.data_ptr(), dv, sv, [64, config.block_n, 1, 1])
-        args = [tmq, tmk, tmv, ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(l_ptr), ctypes.c_int(B),
+        args = [tmq, tmk, tmv, ctypes.c_void_p(out.data_ptr()),
+                ctypes.c_void_p(lse.data_ptr() if lse is not None else 0), ctypes.c_int(B),
                 ctypes.c_int(H), ctypes.c_int(H_kv), ctypes.c_int(N_q), ctypes.c_int(N_k),
-                ctypes.c_float(float(scale) * 1.4426950408889634), ctypes.c_int(sec),
+                ctypes.c_float(scale * 1.4426950408889634), ctypes.c_int(sec),
                 ctypes.c_void_p(counter.data_ptr() if counter is not None else 0)]
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        drv.launch(fn, grid, (config.threads, 1, 1), smem, stream, args)
+        block = (config.threads, 1, 1)
+        drv.launch(fn, grid, block, smem, stream.cuda_stream, args)
+        _runtime.debug_sync(stream.synchronize, kernel_name(config, dtype, causal), grid, block, smem)
     return (out, lse) if return_lse else out
 
 
 _counters: dict[tuple[int, int], object] = {}
-_l2_cache: dict[int, int] = {}
-
-
-def _l2_bytes(index: int) -> int:
-    if index not in _l2_cache:
-        import torch
-
-        _l2_cache[index] = int(torch.cuda.get_device_properties(index).L2_cache_size)
-    return _l2_cache[index]
 
 
 def _tile_counter(index: int, stream):
@@ -746,14 +667,7 @@ def _tile_counter(index: int, stream):
     return c
 
 
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 # ----------------------------------------------------------------------------------- reports
-_PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\w+)'")
-_PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
 _PTXAS_WARN = re.compile(r"\((C75\d\d)\)[^\n]*?function '(\w+)'")
 
 
@@ -764,42 +678,19 @@ def resource_report(configs=SHIPPED_SM90, dtypes=("bf16", "fp16"), causal=(False
 
     Returns {kernel_name: {config, dtype, causal, registers, spill_stores, spill_loads,
     stack_frame, static_smem, dynamic_smem, ptxas_codes}} plus '_log' and '_cubin' (path)."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise RuntimeError("nvcc not found on PATH")
-    variants = [(c, dt, ca) for c in configs for dt in dtypes for ca in causal]
-    src = '#include "flash_fwd_sm90.cuh"\n' + "".join(kernel_instance(c, dt, ca) for c, dt, ca in variants)
-    tmp = keep_dir or tempfile.mkdtemp(prefix="sm90_report_")
-    cu = Path(tmp) / "sm90_all.cu"
-    cu.write_text(src)
-    cubin = Path(tmp) / "sm90_all.cubin"
-    cmd = [nvcc, "-cubin", *NVCC_ARCH_FLAGS, "-std=c++17", "-Xptxas", "-v", f"-I{CSRC}", str(cu), "-o", str(cubin)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    log = res.stdout + res.stderr
-    if res.returncode != 0:
-        raise RuntimeError(f"nvcc failed:\n{log}")
+    variants = {kernel_name(c, dt, ca): (c, dt, ca) for c in configs for dt in dtypes for ca in causal}
+    src = _KERNEL_INCLUDE + "".join(kernel_instance(*v) for v in variants.values())
+    cubin, log = run_nvcc(src, ARCH, keep_dir or tempfile.mkdtemp(prefix="sm90_report_"), "sm90_all",
+                          ("-Xptxas", "-v"))
     report: dict = {}
-    by_name = {kernel_name(c, dt, ca): (c, dt, ca) for c, dt, ca in variants}
-    current = None
-    for line in log.splitlines():
-        m = _PTXAS_ENTRY.search(line)
-        if m:
-            current = m.group(1)
-            c, dt, ca = by_name[current]
-            report[current] = dict(config=c, dtype=dt, causal=ca, registers=None, spill_stores=None,
-                                   spill_loads=None, stack_frame=None, static_smem=0,
-                                   dynamic_smem=c.smem_bytes(2), ptxas_codes=[])
+    for name, rec in parse_ptxas(log).items():
+        if name not in variants:
             continue
-        if current is None:
-            continue
-        m = _PTXAS_SPILL.search(line)
-        if m:
-            report[current].update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
-                                   spill_loads=int(m.group(3)))
-        m = _PTXAS_USED.search(line)
-        if m:
-            report[current]["registers"] = int(m.group(1))
-            report[current]["static_smem"] = int(m.group(3) or 0)
+        c, dt, ca = variants[name]
+        report[name] = dict(config=c, dtype=dt, causal=ca, registers=rec["registers"],
+                            spill_stores=rec["spill_stores"], spill_loads=rec["spill_loads"],
+                            stack_frame=rec["stack"], static_smem=rec["static_smem"],
+                            dynamic_smem=c.smem_bytes(2), ptxas_codes=[])
     for m in _PTXAS_WARN.finditer(log):
         if m.group(2) in report:
             report[m.group(2)]["ptxas_codes"].append(m.group(1))

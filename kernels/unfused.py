@@ -13,7 +13,7 @@ import math
 
 from . import _runtime
 from .checks import check_matmul_config, check_qkv, check_scale
-from .configs import SHIPPED_MATMUL, SOFTMAX_WARPS, MatmulConfig
+from .configs import SHIPPED_MATMUL, SOFTMAX_SMEM_BYTES, SOFTMAX_WARPS, MatmulConfig
 
 __all__ = ["attention_unfused", "DEFAULT_MATMUL", "unfused_kernels", "precompile_unfused"]
 
@@ -34,7 +34,7 @@ def unfused_kernels(cfg: MatmulConfig, dtype: str, device):
     smem = cfg.smem_bytes(2)
     qk = _runtime.get_function(HEADER, names[0], names, device, smem)
     pv = _runtime.get_function(HEADER, names[1], names, device, smem)
-    sm = _runtime.get_function(HEADER, names[2], names, device, 0)
+    sm = _runtime.get_function(HEADER, names[2], names, device, SOFTMAX_SMEM_BYTES)
     return qk, sm, pv
 
 
@@ -66,12 +66,9 @@ def attention_unfused(q, k, v, causal: bool = False, config=None, scale=None):
     lds = (N_k + 3) // 4 * 4
     ldp = (N_k + 7) // 8 * 8
     dev = q.device
-    dbg = _runtime.debug_enabled()
-    alloc = (lambda *s, dt: torch.full(s, float("nan"), dtype=dt, device=dev)) if dbg else \
-        (lambda *s, dt: torch.empty(s, dtype=dt, device=dev))
-    s_buf = alloc(B, H, N_q, lds, dt=torch.float32)
-    p_buf = alloc(B, H, N_q, ldp, dt=q.dtype)
-    o = alloc(B, H, N_q, d, dt=q.dtype)
+    s_buf = _runtime.empty((B, H, N_q, lds), torch.float32, dev)
+    p_buf = _runtime.empty((B, H, N_q, ldp), q.dtype, dev)
+    o = _runtime.empty((B, H, N_q, d), q.dtype, dev)
 
     qk_fn, sm_fn, pv_fn = unfused_kernels(cfg, shape["dtype"], dev)
     i64, i32, f32, ptr = np.int64, np.int32, np.float32, np.uint64
@@ -92,7 +89,8 @@ def attention_unfused(q, k, v, causal: bool = False, config=None, scale=None):
     rows = B * H * N_q
     args = (ptr(s_buf.data_ptr()), ptr(p_buf.data_ptr()), i64(rows), i32(N_q), i32(N_k),
             i32(lds), i32(ldp), i32(1 if causal else 0))
-    _runtime.launch(sm_fn, dev, (math.ceil(rows / SOFTMAX_WARPS),), (32 * SOFTMAX_WARPS, 1, 1), args, 0)
+    _runtime.launch(sm_fn, dev, (math.ceil(rows / SOFTMAX_WARPS),), (32 * SOFTMAX_WARPS, 1, 1), args,
+                    SOFTMAX_SMEM_BYTES)
 
     # (3) O = P V : M = N_q, N = d, K = ldp (P's padding columns are zero), V rows valid: N_k
     args = (ptr(p_buf.data_ptr()), ptr(v.data_ptr()), ptr(o.data_ptr()),

@@ -341,7 +341,8 @@ def test_config_label_and_progress_line():
     assert "FAILED (RuntimeError: x) (pred -)" in progress_line(1, 2, rec, 0.0)
 
 
-def test_dry_run_sweep_end_to_end(tmp_path, spec, capsys):
+def test_dry_run_sweep_end_to_end(tmp_path, spec, capsys, monkeypatch):
+    monkeypatch.delenv("OUT", raising=False)  # $OUT (set on the device) would take the calibration file
     out = tmp_path / "res.json"
     api = FakeApi()
     env = FakeEnv(spec, fail=("64x64w4s2",), nan=("128x32w4s3",), wrong=("64x64w4s1",),
@@ -391,7 +392,13 @@ def test_dry_run_sweep_end_to_end(tmp_path, spec, capsys):
     rep = evaluate(load_results(out), predictor=lambda k, s, sh, c, cal: api.predict(k, s, sh, c, cal),
                    peer_predictor=lambda p, s, sh, cal: api.peer_prediction(p, s, sh, cal))
     assert rep.ours.n > 0 and rep.groups and rep.groups[0].n >= MIN_GROUP
-    assert "torch" not in sys.modules
+    # a dry run never imports torch; checked in a fresh interpreter, since other tests here may have
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['validation', 'run', '--dry-run', '--quick', '--out', {str(tmp_path / 'fresh.json')!r}]\n"
+            "try:\n    runpy.run_module('validation', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def _row_keys(res):

@@ -16,7 +16,6 @@ torch and cupy are imported inside the functions (GPU side only).
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shutil
 import statistics
@@ -273,11 +272,13 @@ def _event_median_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> 
 
 
 def measure_gemm(torch, n: int = 8192, repeats: int = 10) -> float:
+    from iomodel.api import conventional_flops
+
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     t = _event_median_s(torch, lambda: torch.matmul(a, b, out=c), warmup=3, repeats=repeats)
-    return 2.0 * n**3 / t
+    return conventional_flops({"M": n, "N": n, "K": n}) / t
 
 
 def measure_copy(torch, nbytes: int = 1 << 30, repeats: int = 10) -> float:
@@ -287,9 +288,8 @@ def measure_copy(torch, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     return 2.0 * nbytes / t
 
 
-def _run_microbench(cupy, module, name: str, sm_count: int, target_s: float = 0.25,
-                    repeats: int = 3) -> tuple[float, float]:
-    """Returns (operations per second, seconds timed) for one chain kernel."""
+def _run_microbench(cupy, module, name: str, sm_count: int, target_s: float = 0.25, repeats: int = 3) -> float:
+    """Operations per second of one chain kernel (median of ``repeats`` launches of about ``target_s``)."""
     kernel = module.get_function(name)
     blocks = sm_count * _BLOCKS_PER_SM
     out = cupy.empty(blocks * _THREADS, dtype=cupy.float32)
@@ -315,7 +315,7 @@ def _run_microbench(cupy, module, name: str, sm_count: int, target_s: float = 0.
         total = blocks * (_THREADS // 32) * iters * _PER_ITER[name]
     else:
         total = blocks * _THREADS * iters * _PER_ITER[name]
-    return total / t, sum(times)
+    return total / t
 
 
 def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = print) -> CeilingResult:
@@ -338,10 +338,12 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
         vals["gemm_flops"] = None
         res.errors["gemm_flops"] = f"{type(exc).__name__}: {exc}"
         log(f"  GEMM failed: {res.errors['gemm_flops']}")
+    copy_bytes, copy_size = ((256 << 20), "256 MiB") if quick else ((1 << 30), "1 GiB")
     try:
-        vals["copy_bandwidth"] = measure_copy(torch, nbytes=(256 << 20) if quick else (1 << 30))
+        vals["copy_bandwidth"] = measure_copy(torch, nbytes=copy_bytes)
         res.sources["copy_bandwidth"] = (
-            "python -m validation: dst.copy_(src) of a 1 GiB float32 tensor, median of 10 CUDA-event timings, bytes read + written"
+            f"python -m validation: dst.copy_(src) of a {copy_size} float32 tensor, median of 10 CUDA-event "
+            "timings, bytes read + written"
         )
         log(f"  copy: {vals['copy_bandwidth'] / 1e12:.2f} TB/s (read + write)")
     except Exception as exc:  # noqa: BLE001
@@ -350,11 +352,11 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
         log(f"  copy failed: {res.errors['copy_bandwidth']}")
     torch.cuda.empty_cache()
 
-    # per-clock unit rates (CuPy)
+    # per-clock unit rates (CuPy): field -> (kernel, instruction, unit counted)
     unit_fields = {
-        "exp2_per_clk_per_sm": ("ex2_chain", "ex2.approx.ftz.f32"),
-        "fp32_fma_per_clk_per_sm": ("fma_chain", "fma.rn.f32"),
-        "mma_sync_flops_per_clk_per_sm": ("mma_chain", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+        "exp2_per_clk_per_sm": ("ex2_chain", "ex2.approx.ftz.f32", "op"),
+        "fp32_fma_per_clk_per_sm": ("fma_chain", "fma.rn.f32", "FMA"),
+        "mma_sync_flops_per_clk_per_sm": ("mma_chain", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "FLOP"),
     }
     try:
         import cupy
@@ -371,10 +373,9 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
     if module is not None:
         sampler = ClockSampler(_nvidia_smi_device_ids(torch))
         with sampler:
-            for f, (kname, _instr) in unit_fields.items():
+            for f, (kname, _instr, _unit) in unit_fields.items():
                 try:
-                    rate, _secs = _run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
-                    rates[f] = rate
+                    rates[f] = _run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
                 except Exception as exc:  # noqa: BLE001
                     vals[f] = None
                     res.errors[f] = f"{type(exc).__name__}: {exc}"
@@ -391,9 +392,8 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
         vals["clock_hz"] = clock
         res.sources["clock_hz"] = res.clock_source
         for f, rate in rates.items():
-            kname, instr = unit_fields[f]
+            _kname, instr, unit = unit_fields[f]
             vals[f] = rate / (sm * clock)
-            unit = "FLOP" if f.startswith("mma") else ("FMA" if f.startswith("fp32") else "op")
             res.sources[f] = (
                 f"python -m validation: chains of {instr} on {sm} SMs x {_BLOCKS_PER_SM} blocks x {_THREADS} threads, "
                 f"{rate / 1e12:.3f} T{unit}/s / ({sm} SM x {clock / 1e6:.0f} MHz; {res.clock_source})"
@@ -401,7 +401,3 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
             log(f"  {instr}: {rate / 1e12:.2f} T{unit}/s = {vals[f]:.1f} {unit}/clk/SM at {clock / 1e6:.0f} MHz")
     res.seconds = time.perf_counter() - t0
     return res
-
-
-def today() -> str:
-    return _dt.date.today().isoformat()

@@ -4,7 +4,8 @@
         python -m validation.profile --kernel flash_sm80 --config 128,64,4,2 --d 128 --n 4096
 
 Kernels: `flash_sm80` (config block_m,block_n,warps,stages), `flash_sm90` (block_m,block_n,stages,consumers),
-`sdpa_flash` (no config). Shape: B*N = 16384 tokens, H*d = 2048, bf16, as in the validation sweep.
+`sdpa_flash` (no config); without `--config` a flash kernel runs the configuration the model ranks first.
+Shape: B*N = 16384 tokens, H*d = 2048, bf16, as in the validation sweep.
 """
 from __future__ import annotations
 
@@ -20,19 +21,31 @@ def main(argv=None) -> int:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--launches", type=int, default=3)
     args = p.parse_args(argv)
+    try:
+        sizes = [int(x) for x in args.config.split(",")] if args.config else None
+        if sizes is not None and len(sizes) != 4:
+            raise ValueError(f"expected 4 comma-separated numbers, got {len(sizes)}")
+    except ValueError as exc:
+        p.error(f"--config {args.config!r}: {exc}")
 
-    import torch
+    try:
+        import torch
+    except ImportError:
+        p.error("needs torch and a CUDA GPU: pip install -e '.[gpu]'")
     import kernels
-    B, H = max(1, 16384 // args.n), max(1, 2048 // args.d)
-    q, k, v = (torch.randn(B, H, args.n, args.d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    sizes = [int(x) for x in args.config.split(",")] if args.config else None
+
+    from .run import make_shape
+
+    shape = make_shape(args.n, args.d, args.causal)  # the sweep's B and H for this N and d
+    q, k, v = (torch.randn(shape["B"], shape["H"], args.n, args.d, device="cuda", dtype=torch.bfloat16)
+               for _ in range(3))
+    # without --config the kernel takes the configuration the model ranks first
     if args.kernel == "flash_sm80":
-        cfg = kernels.FlashConfig(*sizes, args.d)
+        cfg = kernels.FlashConfig(*sizes, args.d) if sizes else None
         run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm80")  # noqa: E731
     elif args.kernel == "flash_sm90":
         from kernels.sm90 import Sm90Config
-        bm, bn, st, cons = sizes
-        cfg = Sm90Config(bm, bn, st, args.d, cons)
+        cfg = Sm90Config(*sizes[:3], args.d, sizes[3]) if sizes else None
         run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm90")  # noqa: E731
     else:
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -19,7 +19,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -46,11 +45,15 @@ __all__ = [
     "default_out_path",
 ]
 
+from iomodel import api as _model_api  # noqa: E402
 from iomodel.api import conventional_flops  # noqa: E402
-from iomodel.validate import OUR_KERNELS, PEER_KERNELS  # noqa: E402
+from iomodel.hardware import write_text_atomic  # noqa: E402
+from iomodel.validate import (OUR_KERNELS, PEER_KERNELS, config_dict, config_label, shape_key,  # noqa: E402
+                              shape_label)
 
 #: max relative error allowed, by dtype (max |out - ref| / max |ref|)
 TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}
+FAMILIES = (*OUR_KERNELS, "peers")  # what ``only`` may name
 SWEEP_N = 4096          # every shipped config is timed at this sequence length
 TOKENS = 16384          # B * N
 HIDDEN = 2048           # H * d
@@ -78,44 +81,6 @@ def default_shapes(quick: bool = False, dtype: str = "bf16") -> list[dict[str, A
             for causal in (False, True):
                 shapes.append(make_shape(N, d, causal, dtype))
     return shapes
-
-
-def shape_label(shape: Mapping[str, Any]) -> str:
-    extra = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f" Hkv{shape['H_kv']}"
-    n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
-    return f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{extra} {'causal' if shape.get('causal') else 'non-causal'}"
-
-
-def config_dict(cfg: Any) -> dict[str, Any]:
-    if cfg is None:
-        return {}
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    if hasattr(cfg, "as_dict"):
-        return dict(cfg.as_dict())
-    if dataclasses.is_dataclass(cfg):
-        return dataclasses.asdict(cfg)
-    return dict(vars(cfg))
-
-
-def config_label(kernel: str, cfg: Any) -> str:
-    """Short human label: ``128x64w4s2`` for flash_sm80, the config's own name otherwise."""
-    if cfg is None:
-        return "-"
-    d = config_dict(cfg)
-    if kernel == "flash_sm80" and {"block_m", "block_n", "warps", "stages"} <= d.keys():
-        return f"{d['block_m']}x{d['block_n']}w{d['warps']}s{d['stages']}"
-    if kernel == "flash_sm90" and {"block_m", "block_n", "stages"} <= d.keys():
-        return f"{d['block_m']}x{d['block_n']}c{d.get('consumers', '?')}s{d['stages']}"
-    if kernel == "unfused" and {"block_m", "block_n", "block_k"} <= d.keys():
-        return f"{d['block_m']}x{d['block_n']}x{d['block_k']}w{d.get('warps', '?')}s{d.get('stages', '?')}"
-    for attr in ("short", "name"):
-        v = getattr(cfg, attr, None)
-        if callable(v):
-            v = v()
-        if isinstance(v, str):
-            return v
-    return ",".join(f"{k}={v}" for k, v in d.items())
 
 
 def jsonable(x: Any) -> Any:
@@ -146,26 +111,8 @@ def jsonable(x: Any) -> Any:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON to ``path`` via a temp file in the same folder and
-    ``os.replace``, so a reader never sees a half-written file."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(jsonable(obj), indent=1, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    """Write ``obj`` as JSON to ``path`` atomically (a reader never sees a half-written file)."""
+    return write_text_atomic(path, json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")
 
 
 def device_slug(name: str) -> str:
@@ -235,21 +182,14 @@ class PlannedRow:
 
 
 class Predictor:
-    """The model, through ``iomodel.api`` (imported lazily).  Every call is
-    guarded: a model error becomes ``(None, message)``, never a crash."""
+    """The model, through ``iomodel.api`` (or a stand-in with its ``predict``,
+    ``peer_prediction`` and ``rank_configs``).  Every call is guarded: a model
+    error becomes ``(None, message)``, never a crash."""
 
     def __init__(self, spec, calibration, api: Any = None):
         self.spec = spec
         self.calibration = calibration
-        self.error: str | None = None
-        self.api = api
-        if self.api is None:
-            try:
-                from iomodel import api as _api
-
-                self.api = _api
-            except Exception as exc:  # noqa: BLE001
-                self.error = f"iomodel.api unavailable: {_short_error(exc)}"
+        self.api = api if api is not None else _model_api
 
     @staticmethod
     def summarize(pred: Any) -> dict[str, Any] | None:
@@ -262,8 +202,6 @@ class Predictor:
         return jsonable({k: d[k] for k in keep if k in d})
 
     def predict(self, kernel: str, shape: Mapping, cfg: Any) -> tuple[dict | None, str | None]:
-        if self.api is None:
-            return None, self.error
         try:
             pred = self.api.predict(kernel, self.spec, dict(shape), config_dict(cfg),
                                     calibration=self.calibration)
@@ -272,16 +210,8 @@ class Predictor:
             return None, _short_error(exc)
 
     def peer(self, peer: str, shape: Mapping) -> tuple[dict | None, str | None]:
-        if self.api is None:
-            return None, self.error
-        fn = getattr(self.api, "peer_prediction", None)
-        if fn is None:
-            return None, "iomodel.api has no peer_prediction"
         try:
-            try:
-                pred = fn(peer, self.spec, dict(shape), calibration=self.calibration)
-            except TypeError:
-                pred = fn(peer, self.spec, dict(shape))
+            pred = self.api.peer_prediction(peer, self.spec, dict(shape), calibration=self.calibration)
             return self.summarize(pred), None
         except Exception as exc:  # noqa: BLE001
             return None, _short_error(exc)
@@ -291,15 +221,9 @@ class Predictor:
         finds infeasible are left out), or None with why."""
         if not configs:
             return [], None
-        if self.api is None:
-            return None, self.error
         dicts = [config_dict(c) for c in configs]
         try:
-            try:
-                ranked = self.api.rank_configs(kernel, self.spec, dict(shape), dicts,
-                                               calibration=self.calibration)
-            except TypeError:
-                ranked = self.api.rank_configs(kernel, self.spec, dict(shape), dicts)
+            ranked = self.api.rank_configs(kernel, self.spec, dict(shape), dicts, calibration=self.calibration)
         except Exception as exc:  # noqa: BLE001
             return None, _short_error(exc)
         order: list[int] = []
@@ -317,7 +241,7 @@ def build_plan(
     families: Mapping[str, KernelFamily],
     predictor: Predictor | None,
     *,
-    only: Iterable[str] = ("flash_sm80", "flash_sm90", "unfused", "peers"),
+    only: Iterable[str] = FAMILIES,
     sweep_n: int = SWEEP_N,
     notes: list[str] | None = None,
 ) -> list[PlannedRow]:
@@ -437,30 +361,18 @@ class FakeEnv:
         return res
 
     def families(self) -> dict[str, KernelFamily]:
-        try:
-            from kernels import configs as kc
+        """The shipped configs of ``kernels`` (importing it needs neither torch nor a GPU), fake runners."""
+        from kernels import configs as kc
 
-            flash = list(kc.SHIPPED_FLASH)
-            matmul = list(kc.SHIPPED_MATMUL)
-        except Exception:  # noqa: BLE001 - synthetic configs when the kernels package is absent
-            flash = [dict(block_m=bm, block_n=bn, warps=4, stages=s, head_dim=d)
-                     for d in (64, 128) for bm, bn, s in ((128, 64, 2), (128, 32, 2), (64, 64, 2), (64, 128, 1))]
-            matmul = [dict(block_m=128, block_n=128, block_k=32, warps=4, stages=3),
-                      dict(block_m=64, block_n=64, block_k=64, warps=4, stages=2)]
         fams = {
-            "flash_sm80": KernelFamily("flash_sm80", flash, self._runner("flash_sm80")),
-            "unfused": KernelFamily("unfused", matmul, self._runner("unfused"), head_dim_specific=False),
+            "flash_sm80": KernelFamily("flash_sm80", list(kc.SHIPPED_FLASH), self._runner("flash_sm80")),
+            "unfused": KernelFamily("unfused", list(kc.SHIPPED_MATMUL), self._runner("unfused"),
+                                    head_dim_specific=False),
         }
         if self.with_sm90:
-            try:
-                from kernels import sm90 as _sm90
+            from kernels import sm90
 
-                sm90 = list(_sm90.SHIPPED_SM90)
-            except Exception:  # noqa: BLE001
-                sm90 = [dict(block_m=128, block_n=128, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
-                sm90 += [dict(block_m=128, block_n=176, stages=2, head_dim=d, consumers=2) for d in (64, 128)]
-                sm90 += [dict(block_m=192, block_n=128, stages=2, head_dim=64, consumers=3)]
-            fams["flash_sm90"] = KernelFamily("flash_sm90", sm90, self._runner("flash_sm90"))
+            fams["flash_sm90"] = KernelFamily("flash_sm90", list(sm90.SHIPPED_SM90), self._runner("flash_sm90"))
         else:
             fams["flash_sm90"] = KernelFamily("flash_sm90", skip="dry run: no sm90 family")
         return fams
@@ -677,7 +589,7 @@ class SweepOptions:
     out: Path
     calibration_out: Path | None = None
     quick: bool = False
-    only: tuple[str, ...] = ("flash_sm80", "flash_sm90", "unfused", "peers")
+    only: tuple[str, ...] = FAMILIES
     shapes: list[dict[str, Any]] | None = None
     measure_ceilings: bool = True
     calibration_in: Any = None        # a Calibration or path used when not measuring
@@ -704,6 +616,13 @@ def _row_record(row: PlannedRow) -> dict[str, Any]:
         "predicted_tflops": None,
         "predicted_bottleneck": None,
     }
+
+
+def _unrun_record(row: PlannedRow, why: str) -> dict[str, Any]:
+    """The record of a row that did not run, ``why`` as its error."""
+    rec = _row_record(row)
+    rec["error"] = why
+    return rec
 
 
 def _fill_prediction(rec: dict, pred: dict | None, err: str | None, key: str = "prediction") -> None:
@@ -851,7 +770,7 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
         "dry_run": bool(opts.dry_run),
         "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
                     "budget_s": opts.budget_s, "rounds": opts.rounds,
-                    "lead_in_calls": getattr(getattr(env, "timer", None), "lead_in", None), "tolerance": TOLERANCE},
+                    "lead_in_calls": env.timer.lead_in, "tolerance": TOLERANCE},
         "calibration": None,
         "ceilings": None,
         "notes": [],
@@ -887,8 +806,6 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
 
     # 2. plan
     predictor = Predictor(spec, cal, api=predictor_api)
-    if predictor.error:
-        results["notes"].append(predictor.error)
     families = env.families()
     for name, fam in families.items():
         if fam.skip and (name in opts.only):
@@ -904,7 +821,6 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
     # that passed together, interleaved, so drift cannot favour one config
     seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
     results["seed"] = seed
-    inputs = ref = None
 
     def save() -> None:
         results["elapsed_s"] = time.perf_counter() - t0
@@ -913,17 +829,15 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
     def finish(i: int, rec: dict) -> None:
         log(progress_line(i, n, rec, time.perf_counter() - t0))
 
+    out_of_time = f"skipped: time budget of {opts.budget_s:.0f}s used up"
     numbered = list(enumerate(plan, 1))
-    for _key, group_iter in itertools.groupby(numbered, key=lambda ir: json.dumps(ir[1].shape, sort_keys=True)):
+    for _key, group_iter in itertools.groupby(numbered, key=lambda ir: shape_key(ir[1].shape)):
         group = list(group_iter)
         shape = group[0][1].shape
         inputs = ref = None
         env.release()
         if time.perf_counter() - t0 > opts.budget_s:
-            for _i, row in group:
-                rec = _row_record(row)
-                rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
-                results["rows"].append(rec)
+            results["rows"] += [_unrun_record(row, out_of_time) for _i, row in group]
             continue
         try:
             inputs = env.make_inputs(shape, opts.input_sets, seed + group[0][0])
@@ -934,8 +848,7 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
             inputs = ref = None
             _recover(env)
             for i, row in group:
-                rec = _row_record(row)
-                rec["error"] = why
+                rec = _unrun_record(row, why)
                 results["rows"].append(rec)
                 finish(i, rec)
             save()
@@ -944,15 +857,12 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
         to_time: list[tuple[int, dict, Callable[..., Any]]] = []
         for i, row in group:
             if time.perf_counter() - t0 > opts.budget_s:
-                rec = _row_record(row)
-                rec["error"] = f"skipped: time budget of {opts.budget_s:.0f}s used up"
-                results["rows"].append(rec)
+                results["rows"].append(_unrun_record(row, out_of_time))
                 continue
             if row.is_peer:
                 run, why = peer_fns.get(row.kernel, (None, "peer not available"))
                 if run is None:
-                    rec = _row_record(row)
-                    rec["error"] = f"skipped: {why}"
+                    rec = _unrun_record(row, f"skipped: {why}")
                     results["rows"].append(rec)
                     finish(i, rec)
                     save()

@@ -84,16 +84,18 @@ def round_order(n: int, r: int) -> list[int]:
     return order if r % 2 == 0 else order[::-1]
 
 
-def _summarize(samples: Sequence[float], input_sets: int, rounds: int = 1, n_fns: int = 1) -> Timing:
-    return Timing(
-        median_s=statistics.median(samples),
-        min_s=min(samples),
-        max_s=max(samples),
-        repeats=len(samples),
+def _outcomes(failed: Sequence[Exception | None], samples: Sequence[Sequence[float]], input_sets: int,
+              rounds: int) -> list[TimingOutcome]:
+    """Each callable's exception, or the Timing of its samples."""
+    return [exc if exc is not None else Timing(
+        median_s=statistics.median(s),
+        min_s=min(s),
+        max_s=max(s),
+        repeats=len(s),
         input_sets=input_sets,
         rounds=rounds,
-        interleaved=rounds > 1 and n_fns > 1,
-    )
+        interleaved=rounds > 1 and len(samples) > 1,
+    ) for exc, s in zip(failed, samples)]
 
 
 def _check_args(inputs: Sequence[Sequence[Any]], rounds: int) -> None:
@@ -103,13 +105,18 @@ def _check_args(inputs: Sequence[Sequence[Any]], rounds: int) -> None:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
 
 
-def _first(outcome: TimingOutcome) -> Timing:
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
+class _Timer:
+    """Timing one callable alone, through the subclass's ``time_interleaved``."""
+
+    def __call__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]]) -> Timing:
+        """Time one callable in one block; raises what it raises."""
+        (outcome,) = self.time_interleaved([fn], inputs, rounds=1)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
-class CudaEventTimer:
+class CudaEventTimer(_Timer):
     """Times ``fn(*inputs[i])`` with one pair of CUDA events per call.
 
     Inputs rotate among the given sets (one counter over all callables, so two
@@ -132,10 +139,6 @@ class CudaEventTimer:
         self.max_repeats = max_repeats
         self.target_s = target_s
 
-    def __call__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]]) -> Timing:
-        """Time one callable in one block; raises what it raises."""
-        return _first(self.time_interleaved([fn], inputs, rounds=1)[0])
-
     def _recover(self, on_error: Callable[[], None] | None) -> None:
         if on_error is not None:
             on_error()
@@ -156,7 +159,7 @@ class CudaEventTimer:
         _check_args(inputs, rounds)
         torch = self.torch
         n_sets = len(inputs)
-        out: list[TimingOutcome | None] = [None] * len(fns)
+        out: list[Exception | None] = [None] * len(fns)
         repeats = [0] * len(fns)
         samples: list[list[float]] = [[] for _ in fns]
 
@@ -215,10 +218,10 @@ class CudaEventTimer:
             except Exception as exc:  # noqa: BLE001 - an asynchronous error: no one callable to pin it on
                 for j, _s, _e in pending:
                     fail(j, exc)
-        return [o if o is not None else _summarize(samples[j], n_sets, rounds, len(fns)) for j, o in enumerate(out)]
+        return _outcomes(out, samples, n_sets, rounds)
 
 
-class FakeTimer:
+class FakeTimer(_Timer):
     """Dry-run timer: calls ``fn`` (which returns a fake output) and reports
     ``time_of(fn, inputs)`` for each call, with a little deterministic noise.
     ``time_of`` is asked at every call, so a fake can drift over the run."""
@@ -231,17 +234,13 @@ class FakeTimer:
         self.noise = noise
         self.sleep_s = sleep_s
 
-    def __call__(self, fn: Callable[..., Any], inputs: Sequence[Sequence[Any]]) -> Timing:
-        """Time one callable in one block; raises what it raises."""
-        return _first(self.time_interleaved([fn], inputs, rounds=1)[0])
-
     def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
                          rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
         """The same rounds, order, input rotation and error handling as
         ``CudaEventTimer.time_interleaved``, with ``repeats`` calls per callable."""
         _check_args(inputs, rounds)
         n_sets = len(inputs)
-        out: list[TimingOutcome | None] = [None] * len(fns)
+        out: list[Exception | None] = [None] * len(fns)
         repeats = max(rounds, self.repeats)
         samples: list[list[float]] = [[] for _ in fns]
         call = 0
@@ -265,4 +264,4 @@ class FakeTimer:
                         on_error()
         if self.sleep_s:
             time.sleep(self.sleep_s * len(fns))
-        return [o if o is not None else _summarize(samples[j], n_sets, rounds, len(fns)) for j, o in enumerate(out)]
+        return _outcomes(out, samples, n_sets, rounds)

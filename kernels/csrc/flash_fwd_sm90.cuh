@@ -17,7 +17,8 @@
 // Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
 // elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
 //
-// Compile-time switch: SM90_WATCHDOG (trap on a hung barrier wait).
+// Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
+// SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
 #include "sm90_wgmma.cuh"

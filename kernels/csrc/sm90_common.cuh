@@ -5,7 +5,7 @@
 //   * mbarrier (init / arrive / arrive.expect_tx / try_wait.parity)
 //   * TMA bulk tensor loads (cp.async.bulk.tensor.4d ... mbarrier::complete_tx::bytes)
 //   * wgmma fences / commit / wait and the shared-memory matrix descriptor
-//   * setmaxnreg, named barriers, ex2.approx, bf16x2 / f16x2 packing.
+//   * setmaxnreg, ex2.approx, bf16x2 / f16x2 packing.
 #pragma once
 
 typedef unsigned int u32;
@@ -112,12 +112,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <u32 N>
 __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-__device__ __forceinline__ void named_bar_sync(u32 id, u32 count) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(u32 id, u32 count) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 __device__ __forceinline__ float ex2(float x) {
     float y;
