@@ -256,7 +256,9 @@ def test_shipped_calibrations():
     from pathlib import Path
     h100 = load_calibration("h100-sxm")
     # the shipped H100 calibration is the one the last committed validation run measured and embedded
-    runs = sorted((Path(__file__).resolve().parent.parent / "validation" / "results").glob("h100-sxm-*-run*.json"))
+    import re
+    runs = sorted((Path(__file__).resolve().parent.parent / "validation" / "results").glob("h100-sxm-*-run*.json"),
+                  key=lambda p: (p.name.split("-run")[0], int(re.search(r"-run(\d+)", p.name).group(1))))
     embedded = json.loads(runs[-1].read_text())["calibration"]
     for name in ("gemm_flops", "copy_bandwidth", "mma_sync_flops_per_clk_per_sm", "exp2_per_clk_per_sm",
                  "fp32_fma_per_clk_per_sm", "clock_hz"):

@@ -8,8 +8,12 @@
 //     online softmax   exp2 with the softmax scale folded in (log2 domain), fp32 statistics
 //     O += P V         wgmma m64n{d}k16, A = P from registers, B = V from SMEM (MN-major, tnspB=1)
 // Intra-warpgroup overlap (FA3): the S wgmma of chunk j+1 and the PV wgmma of chunk j are in
-// flight while the softmax of chunk j+1 runs.  Chunks are visited from the last (diagonal) one
-// down to 0, so the few chunks that need masking (causal straddle, key tail) come first.
+// flight while the softmax of chunk j+1 runs.  Across warpgroups (d <= 128) the consumers take
+// turns issuing their wgmmas (a named-barrier ring, FA3's scheduler barrier), so one warpgroup's
+// softmax runs under the others' matrix products.  Chunks are visited from the last (diagonal)
+// one down to 0, so the few chunks that need masking (causal straddle, key tail) come first and
+// the loop over the rest carries no mask code.  A warpgroup skips the chunks that hold none of
+// its scores (above its own causal diagonal, or all of them when its rows lie past N_q).
 //
 // Shared memory (dynamic, see Sm90Config.smem_bytes in kernels/sm90.py):
 //     1024 (alignment slack) + Q (block_m*d*2) + stages * (K + V) (2*block_n*d*2)
@@ -43,6 +47,14 @@ struct FwdTraits {
 #else
     static constexpr bool kDynamic = kCausal && kHeadDim_ <= 128;
 #endif
+
+    // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 the extra live
+    // values make the O accumulator spill: there every warpgroup runs the whole tile.
+    static constexpr bool kOwnChunks = kHeadDim_ <= 128;
+    // The consumer warpgroups take turns issuing their wgmmas (FA3's scheduler barrier): one
+    // warpgroup's softmax then runs while the others' matrix products use the tensor cores.
+    // Without it the warpgroups can fall into step and all wait on the tensor cores together.
+    static constexpr bool kTurns = kHeadDim_ <= 128;
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
     static constexpr int kDBlocks = kHeadDim / 64;                 // 64-element column blocks
@@ -228,6 +240,11 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
     return t < num_tiles ? t : -1;
 }
 
+// Lane 0's value for the whole warp.  ptxas then treats it as warp-uniform, so loop bounds, the ring
+// stage and the SMEM descriptors derived from it stay in uniform registers: the wgmma descriptors
+// need no per-chunk R2UR moves from per-thread registers.
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
 // Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.
 __device__ __forceinline__ int claim_tile(int* counter) { return int(gridDim.x) + atomicAdd(counter, 1); }
 // The slot that hands a decoded tile (m_block, h, b, n_blocks; m_block < 0: no more tiles) from
@@ -274,7 +291,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const int group = H / H_kv;
     const int offset = N_k - N_q;  // causal: query row i sees keys j <= i + offset
 
-    const int warpgroup = threadIdx.x / 128;
+    const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
     if (threadIdx.x == 0) {
         mbar_init(fullQ, 1);
         mbar_init(emptyQ, 128 * T::kConsumers);
@@ -371,6 +388,16 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         int stage = 0;
         u32 phase = 0;
         u32 q_phase = 0;
+        // Turns go round the consumers in order; every warpgroup takes one per wgmma issue point of
+        // every tile (an empty one for a chunk it skips), so the count stays in step.  The last
+        // warpgroup hands warpgroup 0 its first turn; warpgroup 0 takes that hand-over back at exit.
+        auto turn_wait = [&]() {
+            if constexpr (T::kTurns) named_bar_sync(1 + cw, 256);
+        };
+        auto turn_pass = [&]() {
+            if constexpr (T::kTurns) named_bar_arrive(1 + (cw + 1) % T::kConsumers, 256);
+        };
+        if (cw == T::kConsumers - 1) turn_pass();
 
         for (int k = 0;; ++k) {
             TileInfo<T> ti;
@@ -386,8 +413,21 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec);
             }
             const int n_blocks = ti.n_blocks;
-            const int tile_row_min = ti.m_block * T::kBlockM;
-            const int row0 = tile_row_min + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
+            const int wg_row_min = ti.m_block * T::kBlockM + cw * 64;      // this warpgroup's rows
+            const int row0 = wg_row_min + warp * 16 + lane / 4;  // and row0 + 8
+            // The chunks this warpgroup computes: none when all its rows lie past N_q (the tail tile);
+            // with causal masking, none above its own diagonal.  The tile's chunks above that (visited
+            // first) it only releases, so the other warpgroups get the tensor cores and issue slots.
+            int n_own = n_blocks;
+            if (wg_row_min >= N_q) {
+                n_own = 0;
+            } else if constexpr (T::kCausal) {
+                const int last_key = (wg_row_min + 63 < N_q ? wg_row_min + 63 : N_q - 1) + offset;
+                const int nb = last_key < 0 ? 0 : last_key / T::kBlockN + 1;
+                n_own = nb < n_blocks ? nb : n_blocks;
+            }
+            if constexpr (!T::kOwnChunks) n_own = n_blocks;
+            n_own = warp_uniform(n_own);
 
             float o[T::kHeadDim / 2];
 #pragma unroll
@@ -395,37 +435,58 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             float m[2] = {neg_inf(), neg_inf()};
             float l[2] = {0.f, 0.f};
 
-            if (n_blocks > 0) {
+            if (!T::kDynamic && n_blocks > 0) {
+                mbar_wait(fullQ, q_phase);
+                q_phase ^= 1;
+            }
+            // Release the skipped chunks once loaded: a buffer's empty barrier may take this
+            // warpgroup's arrival only after the producer refilled it (all arrivals for its
+            // previous use are in).
+            for (int it = n_own; it < n_blocks; ++it) {
+                mbar_wait(fullK(stage), phase);
+                mbar_arrive(emptyK(stage));
+                mbar_wait(fullV(stage), phase);
+                mbar_arrive(emptyV(stage));
+                if (++stage == S) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+                turn_wait();
+                turn_pass();
+            }
+            if (n_own == 0 && n_blocks > 0) {  // nor the first S / last PV turns
+                turn_wait();
+                turn_pass();
+            }
+            if (n_own > 0) {
                 float s[T::kBlockN / 2];
                 u32 p[T::kBlockN / 4];
                 float alpha[2];
                 auto need_mask = [&](int n) {
                     return (n + 1) * T::kBlockN > N_k ||
-                           (T::kCausal && (n + 1) * T::kBlockN - 1 > tile_row_min + offset);
+                           (T::kCausal && (n + 1) * T::kBlockN - 1 > wg_row_min + offset);
                 };
-                if constexpr (!T::kDynamic) {
-                    mbar_wait(fullQ, q_phase);
-                    q_phase ^= 1;
-                }
 
                 // ---- first chunk: S, softmax, P
                 {
-                    const int n = n_blocks - 1;
+                    const int n = n_own - 1;
                     mbar_wait(fullK(stage), phase);
+                    turn_wait();
                     wgmma_fence();
                     issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
+                    turn_pass();
                     wgmma_wait<0>();
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
-                    if (n_blocks == 1) mbar_arrive(emptyQ);
+                    if (n_own == 1) mbar_arrive(emptyQ);
                     if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
                 // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
-                for (int it = 1; it < n_blocks; ++it) {
-                    const int n = n_blocks - 1 - it;
+                auto step = [&](int it, bool masked) {  // inlined: `masked` is a constant at each call
+                    const int n = n_own - 1 - it;
                     const int pstage = stage;
                     const u32 pphase = phase;
                     if (++stage == S) {
@@ -436,16 +497,18 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     // (a wait loop between two wgmma issues makes ptxas inject another fence).
                     mbar_wait(fullV(pstage), pphase);
                     mbar_wait(fullK(stage), phase);
+                    turn_wait();
                     wgmma_fence();
                     issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
                     wgmma_commit();
+                    turn_pass();
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
-                    if (it == n_blocks - 1) mbar_arrive(emptyQ);
-                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    if (it == n_own - 1) mbar_arrive(emptyQ);
+                    if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
@@ -453,12 +516,19 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_arrive(emptyV(pstage));
                     rescale_o<T>(o, alpha);
                     pack_p<T>(p, s);
-                }
+                };
+                // The chunks that need a mask (causal diagonal, key tail) come first; the loop over
+                // the rest carries no mask code, which keeps the hot loop small.
+                int it = 1;
+                for (; it < n_own && need_mask(n_own - 1 - it); ++it) step(it, true);
+                for (; it < n_own; ++it) step(it, false);
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
+                turn_wait();
                 wgmma_fence();
                 issue_pv<T>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();
+                turn_pass();
                 wgmma_wait<0>();
                 fence_regs(o);
                 mbar_arrive(emptyV(stage));
@@ -466,8 +536,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     stage = 0;
                     phase ^= 1;
                 }
-            } else if constexpr (T::kDynamic) {
-                mbar_arrive(emptyQ);  // done with the slot of a tile without keys
+            } else if (T::kDynamic || n_blocks > 0) {
+                mbar_arrive(emptyQ);  // done with Q and the slot (a static tile without keys touches no barrier)
             }
 
             // -------------------------------------------------------------- epilogue
@@ -494,6 +564,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 }
             }
         }
+        if (cw == 0) turn_wait();  // the last warpgroup's final hand-over
     }
 }
 

@@ -89,6 +89,15 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 // Pin registers: the compiler may not move reads/writes of `r` across this point.
+// Named barriers (ids 1..15; 0 is __syncthreads): `sync` waits for `count` threads (itself
+// included), `arrive` only counts.  Used to hand a turn from one warpgroup to another.
+__device__ __forceinline__ void named_bar_sync(u32 id, u32 count) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(u32 id, u32 count) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 __device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ __forceinline__ void reg_fence(u32& r) { asm volatile("" : "+r"(r)::"memory"); }
 
