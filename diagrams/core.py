@@ -297,7 +297,11 @@ class Partition:
 
 @dataclass(frozen=True)
 class Triangular:
-    """Mask: point (row, col) is live when col <= row + offset (causal attention when offset = N_k - N_q)."""
+    """Mask: point (row, col) is live when col <= row + offset (causal attention when offset = N_k - N_q).
+
+    Streams over `col_axis` skip the chunks with no live point of the block's rows; with `per_unit`
+    each register-level unit also skips those with none of its own rows (it still waits for them)."""
     row_axis: str
     col_axis: str
     offset: sp.Expr = field(default_factory=lambda: sp.Integer(0))
+    per_unit: bool = False

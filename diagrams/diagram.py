@@ -204,11 +204,12 @@ class Diagram:
             raise DiagramError(f"online_softmax: diagram {self.name} has no softmax followed by a contraction over the same axis")
         return self._replace(ops=tuple(new_ops))
 
-    def mask(self, row_axis: str, col_axis: str, offset=0) -> "Diagram":
-        """Keep only points with col <= row + offset; streams over `col_axis` skip dead chunks."""
+    def mask(self, row_axis: str, col_axis: str, offset=0, per_unit: bool = False) -> "Diagram":
+        """Keep only points with col <= row + offset; streams over `col_axis` skip dead chunks (with
+        `per_unit`, each register-level unit skips those dead for its own rows)."""
         self._check_axis(row_axis, "mask")
         self._check_axis(col_axis, "mask")
-        return self._replace(masks=self.masks + (Triangular(row_axis, col_axis, sp.sympify(offset)),))
+        return self._replace(masks=self.masks + (Triangular(row_axis, col_axis, sp.sympify(offset), per_unit),))
 
     def stage(self, array_name: str, level: str) -> "Diagram":
         """Place an array at a memory level (an input staged in SMEM, an intermediate kept there)."""

@@ -51,7 +51,7 @@ def _flash_sm90(causal: bool, gqa: bool):
     # consumer warpgroups (128 threads) own `block_m / consumers` query rows each
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
-                                   unit_threads=128, **kw)
+                                   unit_threads=128, skip_per_unit=True, **kw)
 
 
 def _unfused(causal: bool, gqa: bool):
@@ -138,9 +138,9 @@ FAMILIES: dict[str, Family] = {
                          {"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
                          ExecutionPlan(overlap="warp-specialized", tensor_instruction="wgmma", reg_overhead=24,
                                        extra_threads=128, extra_thread_regs=24, register_operands=True,
-                                       interleave_max=1.4, interleave_slope=0.2, step_latency_cycles=100.0,
-                                       latency_hidden_by_stages=True, step_latency_cycles_per_warp=20.0,
-                                       tensor_reads_smem=True,
+                                       interleave_max=1.6, interleave_slope=0.4, step_latency_cycles=100.0,
+                                       latency_hidden_by_stages=True, step_latency_cycles_per_warp=40.0,
+                                       fill_steps=2.0, tensor_reads_smem=True,
                                        sync_bytes_per_buffer=16, smem_slack_bytes=1024),
                          _flash_sm90, label="{block_m}x{block_n} c{consumers} s{stages}", head_dims=(64, 128, 256),
                          instruction_check=_check_flash_sm90),

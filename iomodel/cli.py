@@ -183,6 +183,9 @@ def _diagram_for(args):
         return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
         return library.unfused_attention()
+    if getattr(args, "kernel", "auto") == "flash_sm90":  # the Hopper family's own diagram (warpgroups)
+        from .api import family
+        return family("flash_sm90").build(args.algo == "flash-attention-causal", args.algo == "gqa")
     kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}
     return library.flash_attention(causal=args.algo == "flash-attention-causal", **kw)
 
@@ -193,6 +196,8 @@ def _values_for(args, spec) -> dict:
     from .tiles import search
     fams, shape = problem(args)
     fam = "flash_sm80" if fams[0].startswith("flash") else fams[0]
+    if getattr(args, "kernel", "auto") == "flash_sm90" and fams[0].startswith("flash"):
+        fam = "flash_sm90"
     res = search(fam, spec, shape, calibration=_calibration(args), top=1)
     vals = symbol_values(fam, res.shape, [res.ranked[0][0]])
     if args.algo == "matmul":

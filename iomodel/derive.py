@@ -10,6 +10,8 @@ Nothing here knows about attention. The rules (DESIGN.md, docs/derivation.md):
   the operation that consumes it runs, by every register-level unit whose tile it does not split.
 * Outputs are written once per block tile (per chunk if they carry a streamed axis).
 * A triangular mask prunes the chunks of a stream over its column axis; the pair count is exact.
+  A per-unit mask prunes each register-level unit's chunks by its own rows (work and operand
+  reads; the block still loads every chunk one of its rows needs).
 * Work = each primitive's rule x the points it executes (whole tiles, so padding and masked
   straddling tiles count), plus the work the primitive declares per chunk or per block (the
   rescale of an online accumulator, its final division: `diagrams.core.Work`).
@@ -216,18 +218,38 @@ class LoopNest:
         """Iterations of register-level stream loops, relative to the block tile."""
         return sp.Mul(*[self.div(self.block_tile(p.axis_name), p.size) for p in loops])
 
+    def _mask_of(self, p: Partition):
+        return next((m for m in self.d.masks if m.col_axis == p.axis_name), None)
+
     def block_steps(self, loops: list[Partition]) -> sp.Expr:
         """Sum over blocks of the iterations of `loops`, with triangular masks pruning chunks."""
-        total = self.blocks()
+        return self._steps(loops, per_unit=False)
+
+    def prunes_per_unit(self, loops: list[Partition]) -> bool:
+        """Whether a mask over one of `loops` lets each register-level unit skip chunks on its own."""
+        return any(m is not None and m.per_unit and m.row_axis in self.unit_group
+                   for m in map(self._mask_of, loops))
+
+    def unit_block_steps(self, loops: list[Partition]) -> sp.Expr:
+        """Sum over blocks and their register-level units of the iterations of block-level `loops`,
+        each unit pruning a per-unit mask's chunks by its own rows (rows past the end: no chunk)."""
+        return self._steps(loops, per_unit=True)
+
+    def _steps(self, loops: list[Partition], per_unit: bool) -> sp.Expr:
+        total = self.blocks() * (self.units_per_block() if per_unit else 1)
         for p in loops:
-            mask = next((m for m in self.d.masks if m.col_axis == p.axis_name), None)
+            mask = self._mask_of(p)
             if mask is None:
                 total = total * self.div(self.sizes[p.axis_name], p.size)
                 continue
             row = mask.row_axis
             rows, row_tile = self.sizes[row], self.block_tile(row)
-            pairs = TriangleTiles(rows, row_tile, p.size, self.sizes[p.axis_name], mask.offset)
-            # the blocks of the other grouped axes each see `pairs` (row tile, chunk) pairs
+            tile = row_tile
+            if per_unit and mask.per_unit and row in self.unit_group:
+                tile = self.unit_group[row].size
+                total = total / self.div(row_tile, tile)  # the units along the rows count their own pairs
+            pairs = TriangleTiles(rows, tile, p.size, self.sizes[p.axis_name], mask.offset)
+            # the blocks (and units) along the other axes each see `pairs` (row tile, chunk) pairs
             total = total / self.div(rows, row_tile) * pairs
         return total
 
@@ -255,7 +277,9 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     def unit_visits(axes: set[str]) -> sp.Expr:
         """Times the register-level units, summed over blocks, run a body over `axes`: every enclosing
         stream step, block- and register-level."""
-        return nest.block_steps(nest.streams_through(axes)) * units * nest.unit_steps(nest.unit_streams_through(axes))
+        loops = nest.streams_through(axes)
+        steps = nest.unit_block_steps(loops) if nest.prunes_per_unit(loops) else nest.block_steps(loops) * units
+        return steps * nest.unit_steps(nest.unit_streams_through(axes))
 
     stream_stage = {p.axis_name: p.stages for p in nest.block_streams}
 
@@ -310,7 +334,11 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
 
     # --- work: rule x executed points (whole tiles), plus what the primitive adds per chunk or block ---
     def executed(axes: set[str]) -> sp.Expr:
-        return nest.block_steps(nest.streams_through(axes)) * nest.tile_over(axes, "smem")
+        loops = nest.streams_through(axes)
+        if nest.prunes_per_unit(loops):  # each unit runs its own rows of the block's tile
+            own = sp.Mul(*[nest.unit_group[a].size if a in nest.unit_group else nest.extent(a, "smem") for a in axes])
+            return nest.unit_block_steps(loops) * own
+        return nest.block_steps(loops) * nest.tile_over(axes, "smem")
 
     for op in d.ordered_ops():
         add_flops(op.work_per_point(), executed(_space(op)))

@@ -51,6 +51,7 @@ class ExecutionPlan:
     interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
     interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
+    fill_steps: float = 0.0                # stream steps per block that run without that overlap (pipeline fill)
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
     sync_bytes_per_buffer: int = 0         # mbarriers per staged buffer (full, and empty for a ring)
@@ -208,7 +209,9 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
         # behind their matrix products, each one more unit of overlap
         peers = resident * v["units"]
     hide = np.clip(1 + plan.interleave_slope * (peers - 1), 1, plan.interleave_max)
-    compute = np.maximum(compute_max, compute_sum / hide)
+    # the first steps of each block's stream (its first chunk: nothing yet to overlap with) run unhidden
+    fill = np.clip(plan.fill_steps * blocks / np.maximum(v["steps_total"], 1), 0, 1)
+    compute = np.maximum(compute_max, compute_sum / hide + fill * (compute_sum - compute_sum / hide))
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:

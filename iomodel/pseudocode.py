@@ -112,6 +112,11 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
         lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
                      f"step {_fmt(p.size, values)}:   # {'warps' if p.unit_threads == 32 else 'warpgroups'}")
         ind += "  "
+        for p_s in streams:
+            mask = masks.get(p_s.axis_name)
+            if mask is not None and mask.per_unit and mask.row_axis == p.axis_name:
+                lines.append(f"{ind}if {p_s.axis_name}0 > {mask.row_axis}0 + {p.axis_name}1 + ({p.size}) - 1 + {mask.offset}: "
+                             f"skip   # no live score in this unit's rows (it still releases the chunk)")
     for p in unit_streams:
         lines.append(f"{ind}for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
                      f"step {_fmt(p.size, values)}:   # register chunks, each pass")

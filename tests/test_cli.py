@@ -90,6 +90,11 @@ def test_pseudocode_and_draw(capsys, tmp_path):
     assert code == 0 and "parallel for" in out and "for m0" in out and "# sizes:" in out
     code, out, _ = run(capsys, "pseudocode", "--algo", "matmul", "--symbolic")
     assert code == 0 and "for b0 in 0..b step kb" in out
+    # the Hopper family's own loop nest: warpgroups that skip the chunks above their own rows
+    code, out, _ = run(capsys, "pseudocode", "--algo", "flash-attention-causal", "--kernel", "flash_sm90")
+    assert code == 0 and "# warpgroups" in out and "skip" in out
+    code, out, _ = run(capsys, "pseudocode", "--algo", "flash-attention-causal")
+    assert code == 0 and "# warps" in out and "skip" not in out
     svg = tmp_path / "fa.svg"
     code, out, _ = run(capsys, "draw", "--out", str(svg))
     assert code == 0 and svg.read_text().startswith("<svg")

@@ -129,6 +129,33 @@ def test_causal_halves_work_with_exact_straddling_count():
     assert 0.5 < kv_causal / kv_full < 0.53
 
 
+def test_per_unit_mask_counts_each_units_own_chunks():
+    """With a per-unit mask a register-level unit (here 64-row warpgroups of a larger block) runs only
+    the key chunks holding one of its own live scores, rows past N none; the block still loads every
+    chunk one of its rows needs. Brute force over blocks, units and chunks, random sizes."""
+    rng = random.Random()
+    for _ in range(4):
+        n_, d_ = rng.choice([700, 1000, 4096]), 64
+        units, bc = rng.choice([2, 3]), rng.choice([64, 96, 128])
+        br = 64 * units
+        vals = {"B": 1, "H": 2, "N": n_, "M": n_, "d": d_, "Br": br, "Bc": bc, "w": units}
+        sub = {sym(k): v for k, v in vals.items()}
+        kern = lambda per_unit: derive(library.flash_attention(causal=True, unit_threads=128, skip_per_unit=per_unit),
+                                       exact=False).kernels[0]
+        pruned, whole = kern(True), kern(False)
+        unit_chunks = block_chunks = 0
+        for i in range(0, n_, br):
+            block_chunks += -(-min(i + br, n_) // bc)  # chunks up to the block's last row (causal, M = N)
+            for u in range(i, i + br, 64):
+                if u < n_:
+                    unit_chunks += -(-min(u + 64, n_) // bc)
+        assert float(pruned.flops["tensor"].subs(sub)) == 2 * 2 * unit_chunks * 64 * bc * d_ * 2
+        assert float(whole.flops["tensor"].subs(sub)) == 2 * 2 * block_chunks * br * bc * d_ * 2
+        # loads into SMEM are the block's either way
+        assert float(pruned.bytes_at("global->smem").subs(sub)) == float(whole.bytes_at("global->smem").subs(sub))
+        assert unit_chunks * 64 < block_chunks * br
+
+
 def test_gqa_kv_transfers_shrink_by_group_when_shared():
     vals = {sym("B"): 1, sym("Hk"): 2, sym("g"): 4, sym("N"): 2048, sym("M"): 2048, sym("d"): 128,
             sym("Br"): 128, sym("Bc"): 64, sym("w"): 4}

@@ -148,3 +148,32 @@ def test_smem_read_by_the_tensor_instruction_overlaps_the_matrix_product(monkeyp
     assert without.terms["smem"] > 0
     assert with_flag.time_s < without.time_s
     assert with_flag.time_s >= max(with_flag.terms[k] for k in ("tensor", "smem")) - 1e-12
+
+
+def test_pipeline_fill_steps_add_the_unhidden_share_of_the_first_steps(monkeypatch):
+    """`fill_steps` per block run without overlap: the prediction grows by fill x (sum - sum/hide) of the
+    compute terms, with fill = fill_steps x blocks / stream steps, and the unit terms do not change."""
+    import dataclasses
+
+    from iomodel import api
+
+    rng = np.random.default_rng()
+    cfg = dict(block_m=128, block_n=int(rng.choice([64, 128])), stages=2, consumers=2)
+    s = shape(N_q=int(rng.choice([1024, 4096])), d=128)
+    fam = api.FAMILIES["flash_sm90"]
+    preds = {}
+    for fill in (0.0, 1.0, 3.0):
+        monkeypatch.setitem(api.FAMILIES, "flash_sm90",
+                            dataclasses.replace(fam, plan=dataclasses.replace(fam.plan, fill_steps=fill)))
+        api.family_model.cache_clear()
+        preds[fill] = predict("flash_sm90", "h100-sxm", s, cfg)
+    api.family_model.cache_clear()
+    t = preds[0.0].terms
+    assert preds[1.0].terms == pytest.approx(t) and preds[3.0].terms == pytest.approx(t)
+    n_blocks = s["B"] * s["H"] * -(-s["N_q"] // 128)
+    steps = n_blocks * -(-s.get("N_k", s["N_q"]) // cfg["block_n"])
+    total = t["tensor"] + t["fp32"] + t["exp"]  # wgmma reads SMEM under the product
+    hide = min(1 + fam.plan.interleave_slope, fam.plan.interleave_max)
+    for fill in (1.0, 3.0):
+        want = fill * n_blocks / steps * (total - total / hide)
+        assert preds[fill].time_s - preds[0.0].time_s == pytest.approx(want, rel=1e-6)

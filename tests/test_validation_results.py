@@ -25,11 +25,12 @@ def test_committed_results_cover_the_acceptance(report):
 
 
 def test_time_error_has_not_drifted(report):
-    # runs 9 and 10 (2026-11-22): 7.3% median over our kernels' rows; sm80 7.2, sm90 5.6, unfused 12.0.
-    # The issue's bound is 10%; the per-family bounds sit a little above what was measured.
+    # runs 9 to 11 (2026-11-22): 7.2% median over our kernels' rows; sm80 7.3, sm90 5.3 (max 19.9), unfused
+    # 12.0. The issue's bound is 10%; the per-family bounds sit a little above what was measured.
     assert report.ours.median_abs_pct <= 10.0
     assert report.per_kernel["flash_sm80"].median_abs_pct <= 10.0
-    assert report.per_kernel["flash_sm90"].median_abs_pct <= 8.0
+    assert report.per_kernel["flash_sm90"].median_abs_pct <= 7.0
+    assert report.per_kernel["flash_sm90"].max_abs_pct <= 25.0
     assert report.per_kernel["unfused"].median_abs_pct <= 15.0
 
 
@@ -41,9 +42,9 @@ def test_tile_ranking_has_not_drifted(report):
     sm80 = _family(report, "flash_sm80")
     assert sm80 and sum(g.spearman for g in sm80) / len(sm80) >= 0.8
     assert all(g.top1 for g in sm80)
-    # the Hopper kernel, runs 9 and 10: mean 0.88 over 8 groups; the model's pick the fastest in all
+    # the Hopper kernel, runs 9 to 11: mean 0.91 over 12 groups; the model's pick the fastest in all
     sm90 = _family(report, "flash_sm90")
-    assert sm90 and sum(g.spearman for g in sm90) / len(sm90) >= 0.75
+    assert sm90 and sum(g.spearman for g in sm90) / len(sm90) >= 0.85
     assert all(g.top1 for g in sm90)
     # kernel and tile choice across all families for a shape: what `python -m iomodel predict` picks
     assert report.pooled_spearman_all >= 0.95
