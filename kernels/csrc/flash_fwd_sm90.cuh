@@ -242,7 +242,8 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
 
 // Lane 0's value for the whole warp.  ptxas then treats it as warp-uniform, so loop bounds, the ring
 // stage and the SMEM descriptors derived from it stay in uniform registers: the wgmma descriptors
-// need no per-chunk R2UR moves from per-thread registers.
+// need no per-chunk R2UR moves from per-thread registers.  Used on values derived from the thread
+// index only; broadcasting the slot's n_blocks or the ring stage itself added R2URs instead (SASS).
 __device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
 
 // Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.
