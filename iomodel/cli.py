@@ -175,6 +175,13 @@ def cmd_tiles(args) -> int:
     return 0
 
 
+def _shown_family(args) -> str:
+    """The family whose loop nest pseudocode and draw show: --kernel when it is one of the algorithm's
+    families, else the first (flash_sm80's warp-level nest for FlashAttention)."""
+    fams, _ = problem(args)
+    return args.kernel if args.kernel in fams else fams[0]
+
+
 def _diagram_for(args):
     from diagrams import library
     if args.algo == "matmul":
@@ -183,9 +190,10 @@ def _diagram_for(args):
         return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
         return library.unfused_attention()
-    if getattr(args, "kernel", "auto") == "flash_sm90":  # the Hopper family's own diagram (warpgroups)
+    fam = _shown_family(args)
+    if fam != problem(args)[0][0]:  # another family asked for: its own diagram (the Hopper one: warpgroups)
         from .api import family
-        return family("flash_sm90").build(args.algo == "flash-attention-causal", args.algo == "gqa")
+        return family(fam).build(args.algo == "flash-attention-causal", args.algo == "gqa")
     kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}
     return library.flash_attention(causal=args.algo == "flash-attention-causal", **kw)
 
@@ -194,10 +202,8 @@ def _values_for(args, spec) -> dict:
     """Concrete sizes for pseudocode: the shape plus the best tiles of the searched family."""
     from .api import symbol_values
     from .tiles import search
-    fams, shape = problem(args)
-    fam = "flash_sm80" if fams[0].startswith("flash") else fams[0]
-    if getattr(args, "kernel", "auto") == "flash_sm90" and fams[0].startswith("flash"):
-        fam = "flash_sm90"
+    _, shape = problem(args)
+    fam = _shown_family(args)
     res = search(fam, spec, shape, calibration=_calibration(args), top=1)
     vals = symbol_values(fam, res.shape, [res.ranked[0][0]])
     if args.algo == "matmul":

@@ -232,7 +232,8 @@ class LoopNest:
 
     def unit_block_steps(self, loops: list[Partition]) -> sp.Expr:
         """Sum over blocks and their register-level units of the iterations of block-level `loops`,
-        each unit pruning a per-unit mask's chunks by its own rows (rows past the end: no chunk)."""
+        each unit pruning a per-unit mask's chunks by its own rows (rows past the end: no chunk);
+        without a per-unit mask, `block_steps` x units per block."""
         return self._steps(loops, per_unit=True)
 
     def _steps(self, loops: list[Partition], per_unit: bool) -> sp.Expr:
@@ -277,9 +278,7 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     def unit_visits(axes: set[str]) -> sp.Expr:
         """Times the register-level units, summed over blocks, run a body over `axes`: every enclosing
         stream step, block- and register-level."""
-        loops = nest.streams_through(axes)
-        steps = nest.unit_block_steps(loops) if nest.prunes_per_unit(loops) else nest.block_steps(loops) * units
-        return steps * nest.unit_steps(nest.unit_streams_through(axes))
+        return nest.unit_block_steps(nest.streams_through(axes)) * nest.unit_steps(nest.unit_streams_through(axes))
 
     stream_stage = {p.axis_name: p.stages for p in nest.block_streams}
 

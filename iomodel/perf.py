@@ -211,7 +211,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     hide = np.clip(1 + plan.interleave_slope * (peers - 1), 1, plan.interleave_max)
     # the first steps of each block's stream (its first chunk: nothing yet to overlap with) run unhidden
     fill = np.clip(plan.fill_steps * blocks / np.maximum(v["steps_total"], 1), 0, 1)
-    compute = np.maximum(compute_max, compute_sum / hide + fill * (compute_sum - compute_sum / hide))
+    compute = np.maximum(compute_max, compute_sum * (fill + (1 - fill) / hide))
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:

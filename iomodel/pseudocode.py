@@ -108,9 +108,12 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
             if p.axis_name in x.axis_names:
                 lines.append(f"{ind}load {sl(x, 'smem')} -> smem   # {_fmt(tile_elems(x, 'smem'), values)} x {x.dtype}, "
                              f"{_bytes(tile_elems(x, 'smem') * x.itemsize, values)}")
+    def unit_loop(keyword: str, p, note: str) -> str:
+        return (f"{ind}{keyword} {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
+                f"step {_fmt(p.size, values)}:   # {note}")
+
     for p in unit_groups:
-        lines.append(f"{ind}parallel for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
-                     f"step {_fmt(p.size, values)}:   # {'warps' if p.unit_threads == 32 else 'warpgroups'}")
+        lines.append(unit_loop("parallel for", p, "warps" if p.unit_threads == 32 else "warpgroups"))
         ind += "  "
         for p_s in streams:
             mask = masks.get(p_s.axis_name)
@@ -118,8 +121,7 @@ def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> li
                 lines.append(f"{ind}if {p_s.axis_name}0 > {mask.row_axis}0 + {p.axis_name}1 + ({p.size}) - 1 + {mask.offset}: "
                              f"skip   # no live score in this unit's rows (it still releases the chunk)")
     for p in unit_streams:
-        lines.append(f"{ind}for {p.axis_name}1 in 0..{_fmt(nest.block_tile(p.axis_name), values)} "
-                     f"step {_fmt(p.size, values)}:   # register chunks, each pass")
+        lines.append(unit_loop("for", p, "register chunks, each pass"))
         ind += "  "
     for op in d.ordered_ops():
         ins = ", ".join(sl(x, "reg") for x in op.inputs)

@@ -240,6 +240,15 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
     return t < num_tiles ? t : -1;
 }
 
+// The next slot of an S-deep ring; the barrier phase flips each time the ring wraps.
+template <int S>
+__device__ __forceinline__ void next_stage(int& stage, u32& phase) {
+    if (++stage == S) {
+        stage = 0;
+        phase ^= 1;
+    }
+}
+
 // Lane 0's value for the whole warp.  ptxas then treats it as warp-uniform, so loop bounds, the ring
 // stage and the SMEM descriptors derived from it stay in uniform registers: the wgmma descriptors
 // need no per-chunk R2UR moves from per-thread registers.  Used on values derived from the thread
@@ -339,10 +348,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     for (int db = 0; db < T::kDBlocks; ++db)
                         tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
                                     db * 64, n * T::kBlockN, h_kv, ti.b);
-                    if (++stage == S) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
+                    next_stage<S>(stage, phase);
                 }
             };
             if constexpr (T::kDynamic) {
@@ -448,10 +454,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_arrive(emptyK(stage));
                 mbar_wait(fullV(stage), phase);
                 mbar_arrive(emptyV(stage));
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                next_stage<S>(stage, phase);
                 turn_wait();
                 turn_pass();
             }
@@ -490,10 +493,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     const int n = n_own - 1 - it;
                     const int pstage = stage;
                     const u32 pphase = phase;
-                    if (++stage == S) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
+                    next_stage<S>(stage, phase);
                     // V(j) was issued before K(j+1): wait for both, then fence once and issue both
                     // (a wait loop between two wgmma issues makes ptxas inject another fence).
                     mbar_wait(fullV(pstage), pphase);
@@ -533,10 +533,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 wgmma_wait<0>();
                 fence_regs(o);
                 mbar_arrive(emptyV(stage));
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                next_stage<S>(stage, phase);
             } else if (T::kDynamic || n_blocks > 0) {
                 mbar_arrive(emptyQ);  // done with Q and the slot (a static tile without keys touches no barrier)
             }
