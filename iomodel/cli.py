@@ -20,7 +20,7 @@ class UsageError(ValueError):
 def _errors():
     from diagrams.core import DiagramError
     from .hardware import HardwareError
-    from .perf import ModelError
+    from .errors import ModelError
     return (UsageError, DiagramError, HardwareError, ModelError, FileNotFoundError, json.JSONDecodeError)
 
 
@@ -72,8 +72,8 @@ def problem(args) -> tuple[list[str], dict]:
 def _families(args, spec) -> list[str]:
     fams, _ = problem(args)
     if args.kernel != "auto":
-        from .api import family
-        family(args.kernel)
+        from . import families
+        families.get(args.kernel)
         return [args.kernel]
     return [f for f in fams if not (f == "flash_sm90" and spec.wgmma is None)]
 
@@ -87,7 +87,7 @@ def _fmt_time(t: float) -> str:
 
 
 def describe_prediction(pred, spec, evaluated: int | None = None) -> str:
-    from .tiles import config_label
+    from . import families
     lines = []
     peak = spec.peak_tensor_flops(pred.shape.get("dtype", "bf16"))
     shape = ", ".join(f"{k}={v}" for k, v in pred.shape.items())
@@ -95,8 +95,9 @@ def describe_prediction(pred, spec, evaluated: int | None = None) -> str:
     lines.append(f"  shape        {shape}")
     lines.append(f"  calibration  {pred.calibration_used or 'none (datasheet rates)'}")
     how = f"best of {evaluated} searched" if evaluated else "given"
-    lines.append(f"  tiles        {config_label(pred.kernel, pred.config)}   ({how}: "
-                 + ", ".join(f"{k}={v}" for k, v in pred.config.items()) + ")")
+    fam = families.get(pred.kernel)
+    lines.append(f"  tiles        {fam.label(pred.config)}   ({how}: "
+                 + ", ".join(f"{k}={v}" for k, v in fam.tiles(pred.config).items()) + ")")
     lines.append(f"  predicted    {_fmt_time(pred.time_s)}, {pred.tflops:.1f} TFLOP/s "
                  f"({100 * pred.fraction_of_peak:.0f}% of the {peak / 1e12:.0f} TFLOP/s {pred.shape.get('dtype')} peak); "
                  f"bottleneck: {pred.bottleneck}")
@@ -118,7 +119,9 @@ def describe_prediction(pred, spec, evaluated: int | None = None) -> str:
 
 
 def cmd_predict(args) -> int:
-    from .api import peer_prediction, predict, resolve_gpu
+    from .api import predict
+    from .hardware import resolve_gpu
+    from .peers import peer_prediction
     from .tiles import parse_tiles, search
     spec = resolve_gpu(args.gpu)
     _, shape = problem(args)
@@ -133,7 +136,7 @@ def cmd_predict(args) -> int:
             results.append((pred, None))
         else:
             res = search(fam, spec, shape, calibration=cal, top=1)
-            results.append((res.ranked[0][1], res.evaluated))
+            results.append((res.ranked[0], res.evaluated))
     results.sort(key=lambda r: r[0].time_s)
     if args.json:
         print(json.dumps([r[0].as_dict() for r in results], indent=2, default=float))
@@ -143,25 +146,27 @@ def cmd_predict(args) -> int:
     if results[0][0].kernel.startswith("flash"):
         peer = peer_prediction("sdpa_flash", spec, results[0][0].shape, cal)
         if peer is not None:
-            print(f"peer FlashAttention-2 (its stated tiles {peer.config}): predicted {peer.tflops:.1f} TFLOP/s, "
+            print(f"peer FlashAttention-2 (its stated tiles {peer.config.as_dict()}): predicted {peer.tflops:.1f} TFLOP/s, "
                   f"bottleneck {peer.bottleneck}")
     return 0
 
 
 def cmd_tiles(args) -> int:
-    from .api import resolve_gpu
-    from .tiles import config_label, search
+    from . import families
+    from .hardware import resolve_gpu
+    from .tiles import search
     spec = resolve_gpu(args.gpu)
     _, shape = problem(args)
     for fam in _families(args, spec):
+        label = families.get(fam).label
         res = search(fam, spec, shape, calibration=_calibration(args), top=args.top,
                      progress=lambda m: print(m, file=sys.stderr))
         rejected = res.rejected()
         print(f"{fam} on {spec.key}: {res.evaluated} configurations, {len(rejected)} rejected, "
               f"{res.evaluated / max(res.seconds, 1e-9):,.0f} configs/s")
         print(f"  {'rank':>4}  {'tiles':<22} {'time':>10} {'TFLOP/s':>8}  {'bottleneck':<10} {'regs':>4} {'SMEM KiB':>8} {'blk/SM':>6}")
-        for i, (c, p) in enumerate(res.ranked, 1):
-            print(f"  {i:>4}  {config_label(fam, c):<22} {_fmt_time(p.time_s):>10} {p.tflops:>8.1f}  "
+        for i, p in enumerate(res.ranked, 1):
+            print(f"  {i:>4}  {label(p.config):<22} {_fmt_time(p.time_s):>10} {p.tflops:>8.1f}  "
                   f"{p.bottleneck:<10} {p.regs_per_thread:>4.0f} {p.smem_bytes / 1024:>8.1f} {p.blocks_per_sm:>6.0f}")
         if args.why:
             counts: dict[str, int] = {}
@@ -170,7 +175,7 @@ def cmd_tiles(args) -> int:
                 counts[key] = counts.get(key, 0) + 1
             print("  rejected:")
             for c, r in rejected[: args.why_limit]:
-                print(f"    {config_label(fam, c):<22} {r}")
+                print(f"    {label(c):<22} {r}")
             print("  rejections by reason: " + "; ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
     return 0
 
@@ -192,20 +197,21 @@ def _diagram_for(args):
         return library.unfused_attention()
     fam = _shown_family(args)
     if fam != problem(args)[0][0]:  # another family asked for: its own diagram (the Hopper one: warpgroups)
-        from .api import family
-        return family(fam).build(args.algo == "flash-attention-causal", args.algo == "gqa")
+        from . import families
+        return families.get(fam).build(args.algo == "flash-attention-causal", args.algo == "gqa")
     kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}
     return library.flash_attention(causal=args.algo == "flash-attention-causal", **kw)
 
 
 def _values_for(args, spec) -> dict:
     """Concrete sizes for pseudocode: the shape plus the best tiles of the searched family."""
-    from .api import symbol_values
+    from . import families
+    from .problems import shape_symbols
     from .tiles import search
     _, shape = problem(args)
-    fam = _shown_family(args)
-    res = search(fam, spec, shape, calibration=_calibration(args), top=1)
-    vals = symbol_values(fam, res.shape, [res.ranked[0][0]])
+    fam = families.get(_shown_family(args))
+    res = search(fam.name, spec, shape, calibration=_calibration(args), top=1)
+    vals = {**shape_symbols(fam.problem, res.shape), **fam.symbol_values([res.ranked[0].config])}
     if args.algo == "matmul":
         vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
     if args.algo == "softmax":
@@ -216,7 +222,7 @@ def _values_for(args, spec) -> dict:
 
 
 def cmd_pseudocode(args) -> int:
-    from .api import resolve_gpu
+    from .hardware import resolve_gpu
     from .pseudocode import pseudocode
     d = _diagram_for(args)
     values = None if args.symbolic else _values_for(args, resolve_gpu(args.gpu))
@@ -235,9 +241,11 @@ def cmd_draw(args) -> int:
 
 
 def cmd_roofline(args) -> int:
-    from .api import resolve_calibration, resolve_gpu
+    from . import families
+    from .api import resolve_calibration
+    from .hardware import resolve_gpu
     from .report import roofline_html
-    from .tiles import config_label, search
+    from .tiles import search
     spec = resolve_gpu(args.gpu)
     cal = resolve_calibration(spec, _calibration(args))
     _, shape = problem(args)
@@ -251,12 +259,13 @@ def cmd_roofline(args) -> int:
     fams = ["flash_sm80"] + (["flash_sm90"] if spec.wgmma is not None else [])
     for fam in fams:
         res = search(fam, spec, shape, calibration=cal, top=args.top)
-        for c, p in res.ranked:
-            add(f"{fam} {config_label(fam, c)}", p, fam)
+        for p in res.ranked:
+            add(f"{fam} {families.get(fam).label(p.config)}", p, fam)
     ures = search("unfused", spec, {**shape, "H_kv": shape["H"]}, calibration=cal, top=1)
-    add(f"unfused {config_label('unfused', ures.ranked[0][0])}", ures.ranked[0][1], "unfused")
+    add(f"unfused {families.get('unfused').label(ures.ranked[0].config)}", ures.ranked[0], "unfused")
     mres = search("matmul_sm80", spec, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype), calibration=cal, top=1)
-    add(f"matmul {args.m}x{args.n}x{args.k} {config_label('matmul_sm80', mres.ranked[0][0])}", mres.ranked[0][1], "matmul")
+    add(f"matmul {args.m}x{args.n}x{args.k} {families.get('matmul_sm80').label(mres.ranked[0].config)}",
+        mres.ranked[0], "matmul")
     title = f"{spec.name}: attention B={shape['B']} H={shape['H']} N={shape['N_q']} d={shape['d']} {shape['dtype']}"
     Path(args.out).write_text(roofline_html(spec, points, title, calibration=cal))
     print(f"wrote {args.out}: {len(points)} points on the {spec.key} roofline")
@@ -264,16 +273,21 @@ def cmd_roofline(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .validate import evaluate, format_report, load_results
-    results = load_results(args.results)
-    report = evaluate(results)
+    from .accuracy import evaluate
+    from .accuracy_text import format_report
+    from .results import ResultsError, load_results
+    try:
+        results = load_results(args.results)
+    except ResultsError as exc:  # one line naming the file, like every other user error
+        raise UsageError(str(exc)) from None
+    report = evaluate(results, calibration=args.calibration, recompute=not args.stored)
     print(format_report(report))
     if args.html:
-        from .api import resolve_gpu
+        from .files import write_text_atomic
+        from .hardware import resolve_gpu
         from .report import validation_html
-        first = results[0]
-        spec = resolve_gpu(args.gpu_spec or first.get("gpu_key") or first["device"])
-        Path(args.html).write_text(validation_html(report, spec))
+        spec = resolve_gpu(args.gpu or report.gpu_key or results[0].get("device", "?"))
+        write_text_atomic(args.html, validation_html(report, spec))
         print(f"wrote {args.html}")
     return 0
 
@@ -319,10 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     rf.add_argument("--out", default="roofline.html")
     rf.add_argument("--top", type=_positive, default=5)
     rf.set_defaults(func=cmd_roofline)
-    va = sub.add_parser("validate", help="compare committed measurements with the current model")
+    va = sub.add_parser("validate", help="compare measured results with the current model (no GPU needed)")
     va.add_argument("results", nargs="+", help="results JSON files from python -m validation run")
-    va.add_argument("--html", default=None, help="write a report page")
-    va.add_argument("--gpu-spec", default=None)
+    va.add_argument("--html", default=None, metavar="PAGE", help="also write a self-contained report page")
+    va.add_argument("--gpu", "--gpu-spec", dest="gpu", default=None, metavar="KEY",
+                    help="spec for the page's roofline (default: the GPU of the results)")
+    va.add_argument("--calibration", default=None, metavar="FILE",
+                    help="calibration to predict with (default: the one stored in each results file)")
+    va.add_argument("--stored", action="store_true", help="use the predictions stored in the files, not recomputed")
     va.set_defaults(func=cmd_validate)
     gp = sub.add_parser("gpus", help="list the GPU spec files")
     gp.set_defaults(func=cmd_gpus)

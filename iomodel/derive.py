@@ -259,38 +259,23 @@ def _space(op: Op) -> set[str]:
     return {a.name for a in op.iteration_axes()}
 
 
-def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
-    """Symbolic costs of one kernel. `exact=True` assumes tiles divide sizes (readable formulas);
-    `exact=False` rounds every trip count up, as hardware pads the tail tiles."""
-    nest = LoopNest(d, exact)
-    blocks = nest.blocks()
-    units = nest.units_per_block()
-    unit_threads = nest.unit_threads or (d.threads or 128)  # no register-level group: the block is one unit
-    threads = units * unit_threads
-    transfers: list[Transfer] = []
-    residents: list[Resident] = []
-    flops: dict[str, sp.Expr] = {}
+def _unit_visits(nest: LoopNest, axes: set[str]) -> sp.Expr:
+    """Times the register-level units, summed over blocks, run a body over `axes`: every enclosing
+    stream step, block- and register-level."""
+    return nest.unit_block_steps(nest.streams_through(axes)) * nest.unit_steps(nest.unit_streams_through(axes))
 
-    def add_flops(costs: Mapping[str, sp.Expr], points: sp.Expr):
-        for u, c in costs.items():
-            flops[u] = flops.get(u, 0) + c * points
 
-    def unit_visits(axes: set[str]) -> sp.Expr:
-        """Times the register-level units, summed over blocks, run a body over `axes`: every enclosing
-        stream step, block- and register-level."""
-        return nest.unit_block_steps(nest.streams_through(axes)) * nest.unit_steps(nest.unit_streams_through(axes))
-
+def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
+    """Inputs, global -> smem (staged) or -> reg (read at use): transfers, SMEM residents, re-read bytes and spans."""
+    transfers, residents, reread, span = [], [], [], []
     stream_stage = {p.axis_name: p.stages for p in nest.block_streams}
-
-    # --- inputs: global -> smem (staged) or global -> reg (read at use) ---
-    reread, span = [], []
     for x in d.inputs():
         carried = set(x.axis_names)
         consumers = d.consumers(x.name)
         use_axes = set().union(*[_space(c) for c in consumers]) if consumers else set()
         passes = max([c.passes for c in consumers], default=1)
         # operands are read at every use: inner register-level chunks and every pass of a multi-pass op
-        reads = unit_visits(use_axes) * passes
+        reads = _unit_visits(nest, use_axes) * passes
         if d.level_of(x) == "smem":
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
@@ -305,8 +290,12 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
             per_unit = sp.Mul(*[nest.owned(a.name) for a in x.axes]) * x.itemsize
             reread.append((passes - 1) * blocks * units * per_unit)
             span.append(per_unit)
+    return transfers, residents, reread, span
 
-    # --- outputs: written once per block tile (per chunk when they carry a streamed axis) ---
+
+def _output_transfers(d: Diagram, nest: LoopNest, units: sp.Expr) -> list[Transfer]:
+    """Outputs: written once per block tile (per chunk when they carry a streamed axis)."""
+    transfers = []
     for x in d.output_arrays():
         axes = set(x.axis_names)
         tile, count = nest.tile(x, "smem"), nest.block_steps(nest.streams_through(axes))
@@ -315,9 +304,12 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         if src == "reg" and unit_loops:  # written chunk by chunk from a register-level stream
             tile, count = nest.tile(x, "reg"), count * units * nest.unit_steps(unit_loops)
         transfers.append(Transfer(x.name, f"{src}->global", tile, count, x.itemsize))
+    return transfers
 
-    # --- on-chip residents: accumulators, online state, intermediates ---
-    staged_names = dict(d.staged)
+
+def _op_residents(d: Diagram, nest: LoopNest) -> list[Resident]:
+    """On-chip residents of the operations: accumulators, online state, intermediates."""
+    residents, staged_names = [], dict(d.staged)
     for op in d.ordered_ops():
         out = op.output
         level = staged_names.get(out.name, "reg")
@@ -325,32 +317,45 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         itemsize = max(4, out.itemsize) if isinstance(op, CONTRACTIONS) else out.itemsize
         residents.append(Resident(out.name, level, nest.tile(out, "smem" if level == "smem" else "reg"), 1, itemsize))
         state = op.state_arrays()
-        for st in state:
-            residents.append(Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize))
+        residents += [Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize) for st in state]
         streamed = op.inputs[0]
         if state and d.producer(streamed.name) is None:  # a streamed input from outside occupies a register tile too
             residents.append(Resident(streamed.name, "reg", nest.tile(streamed, "reg"), 1, 4))
+    return residents
 
-    # --- work: rule x executed points (whole tiles), plus what the primitive adds per chunk or block ---
-    def executed(axes: set[str]) -> sp.Expr:
-        loops = nest.streams_through(axes)
-        if nest.prunes_per_unit(loops):  # each unit runs its own rows of the block's tile
-            own = sp.Mul(*[nest.unit_group[a].size if a in nest.unit_group else nest.extent(a, "smem") for a in axes])
-            return nest.unit_block_steps(loops) * own
-        return nest.block_steps(loops) * nest.tile_over(axes, "smem")
+
+def _executed(nest: LoopNest, axes: set[str]) -> sp.Expr:
+    """Points executed over `axes`: whole tiles, every enclosing block-level stream step."""
+    loops = nest.streams_through(axes)
+    if nest.prunes_per_unit(loops):  # each unit runs its own rows of the block's tile
+        own = sp.Mul(*[nest.unit_group[a].size if a in nest.unit_group else nest.extent(a, "smem") for a in axes])
+        return nest.unit_block_steps(loops) * own
+    return nest.block_steps(loops) * nest.tile_over(axes, "smem")
+
+
+def _work(d: Diagram, nest: LoopNest, blocks: sp.Expr) -> dict[str, sp.Expr]:
+    """Operations per unit (tensor, fp32, exp): rule x executed points, plus the primitive's per-chunk/block work."""
+    flops: dict[str, sp.Expr] = {}
+
+    def add_flops(costs: Mapping[str, sp.Expr], points: sp.Expr):
+        for u, c in costs.items():
+            flops[u] = flops.get(u, 0) + c * points
 
     for op in d.ordered_ops():
-        add_flops(op.work_per_point(), executed(_space(op)))
+        add_flops(op.work_per_point(), _executed(nest, _space(op)))
         for w in op.extra_work():
             if w.per == "point":
-                add_flops(costs_dict(w.costs), executed(set(w.axes)))
+                add_flops(costs_dict(w.costs), _executed(nest, set(w.axes)))
             elif w.per == "chunk":  # by every unit holding the elements, per block- or register-level chunk
-                add_flops(costs_dict(w.costs), unit_visits({w.chunks_of}) * nest.tile_over(w.axes, "reg"))
+                add_flops(costs_dict(w.costs), _unit_visits(nest, {w.chunks_of}) * nest.tile_over(w.axes, "reg"))
             else:
                 add_flops(costs_dict(w.costs), blocks * nest.tile_over(w.axes, "smem"))
+    return flops
 
-    # operand fragments: what one unit holds of its SMEM operands per unit of the contracted extent
-    # (the code multiplies by the instruction's k and by how many k-steps it buffers)
+
+def _fragment_bytes_per_k(d: Diagram, nest: LoopNest) -> sp.Expr:
+    """What one unit holds of its SMEM operands per unit of the contracted extent, largest over the
+    contractions (the code multiplies by the instruction's k and by how many k-steps it buffers)."""
     frag = []
     for op in d.ordered_ops():
         if isinstance(op, CONTRACTIONS):
@@ -361,18 +366,30 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
                     per_k.append(nest.tile(x, "reg") / k_ext * x.itemsize)
             if per_k:
                 frag.append(sp.Add(*per_k))
+    return sp.Max(*frag) if frag else sp.Integer(0)
+
+
+def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
+    """Symbolic costs of one kernel. `exact=True` assumes tiles divide sizes (readable formulas);
+    `exact=False` rounds every trip count up, as hardware pads the tail tiles."""
+    nest = LoopNest(d, exact)
+    blocks, units = nest.blocks(), nest.units_per_block()
+    unit_threads = nest.unit_threads or (d.threads or 128)  # no register-level group: the block is one unit
+    transfers, residents, reread, span = _input_costs(d, nest, blocks, units)
+    transfers += _output_transfers(d, nest, units)
+    residents += _op_residents(d, nest)
+    flops = _work(d, nest, blocks)
     # an operand the op computes on chip (the probabilities of a normalized contraction) feeds the matrix
     # unit in its own dtype; code whose instruction takes it from registers whole keeps this tile live
     reg_operands = sp.Add(*[nest.tile(x, "reg") * x.itemsize for op in d.ordered_ops() for x in op.computed_operands()])
-
     flops = {u: sp.simplify(v) if exact else v for u, v in flops.items()}
     return KernelCosts(
         name=d.name, blocks=blocks, units_per_block=units,
-        unit_threads=unit_threads, threads_per_block=threads, steps_total=nest.block_steps(nest.block_streams),
+        unit_threads=unit_threads, threads_per_block=units * unit_threads, steps_total=nest.block_steps(nest.block_streams),
         flops=flops, transfers=transfers, residents=residents,
         stream_stages=sp.Max(*([p.stages for p in nest.block_streams] or [1])),
         compulsory_bytes=sp.Add(*[x.nbytes() for x in d.inputs()]) + sp.Add(*[x.nbytes() for x in d.output_arrays()]),
-        fragment_bytes_per_k=sp.Max(*frag) if frag else sp.Integer(0), register_operand_bytes=reg_operands,
+        fragment_bytes_per_k=_fragment_bytes_per_k(d, nest), register_operand_bytes=reg_operands,
         reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span))
 
 

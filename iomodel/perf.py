@@ -25,45 +25,12 @@ import sympy as sp
 
 from .derive import KernelCosts, ProgramCosts
 from .hardware import Calibration, GpuSpec
+from .errors import ModelError
+from .plan import ExecutionPlan
 from .symbolic import lambdify
 
-OVERLAP_MODES = ("sync", "warp-specialized")
 WORK_UNITS = ("tensor", "fp32", "exp")     # the units derived work runs on
 COMPUTE_TERMS = (*WORK_UNITS, "smem")
-
-
-class ModelError(ValueError):
-    """A configuration the model cannot evaluate (one clear line)."""
-
-
-@dataclass(frozen=True)
-class ExecutionPlan:
-    """How a kernel family runs a diagram: facts about its code that the diagram does not carry."""
-    overlap: str = "sync"
-    tensor_instruction: str = "mma_sync"   # "mma_sync" | "wgmma"
-    reg_overhead: int = 40                 # registers per thread for addresses, indices, fragments (typical)
-    min_reg_overhead: int | None = None    # what the compiler can squeeze that to at the 255 cap (None: same)
-    extra_threads: int = 0                 # producer warps that hold no tile (warp specialization)
-    extra_thread_regs: int | None = None   # their registers after `setmaxnreg` (None: same as the others)
-    step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
-    latency_hidden_by_stages: bool = False  # a deeper ring (stages - 1 chunks ahead) hides that wait
-    step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
-    interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
-    interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
-    memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
-    fill_steps: float = 0.0                # stream steps per block that run without that overlap (pipeline fill)
-    dtype: str = "bf16"
-    # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
-    sync_bytes_per_buffer: int = 0         # mbarriers per staged buffer (full, and empty for a ring)
-    smem_slack_bytes: int = 0              # alignment slack requested on top
-    fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
-    register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
-    tensor_reads_smem: bool = False        # the tensor instruction reads its SMEM operands itself (wgmma): that
-    #                                        traffic runs under the matrix product instead of as a phase of its own
-
-    def __post_init__(self):
-        if self.overlap not in OVERLAP_MODES:
-            raise ModelError(f"unknown overlap mode {self.overlap!r}; known: {', '.join(OVERLAP_MODES)}")
 
 
 @dataclass
@@ -158,11 +125,8 @@ def _first_reason(reasons, broken, why: str):
     return np.where((reasons == "") & broken, why, reasons)
 
 
-def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuSpec, rates: Rates,
-                    plan: ExecutionPlan) -> dict[str, np.ndarray]:
-    """Every term of the model for one kernel, vectorized over configurations."""
-    v = ck.evaluate(values, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
-    threads = v["threads"] + plan.extra_threads
+def _registers(v: Mapping[str, np.ndarray], spec: GpuSpec, plan: ExecutionPlan) -> np.ndarray:
+    """Registers per thread ptxas allocates: the resident data, operand fragments and the plan's overhead."""
     k_inst = spec.mma_sync_shape[2] if plan.tensor_instruction == "mma_sync" or spec.wgmma is None else spec.wgmma.k
     data_regs = v["regs_raw"] + plan.fragment_buffers * k_inst * v["frag_per_thread"]
     if plan.register_operands:
@@ -171,11 +135,13 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     # ptxas fills up to the cap before it spills: a kernel fits when its data plus the least overhead does
     fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
     regs = _ceil_to(data_regs + plan.reg_overhead, 8)
-    regs = np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
-    need = regs
-    smem = v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"] + plan.smem_slack_bytes
-    blocks = v["blocks"]
-    reasons = np.full(blocks.shape, "", dtype=object)
+    return np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
+
+
+def _fit(v: Mapping[str, np.ndarray], spec: GpuSpec, plan: ExecutionPlan, threads, regs, smem):
+    """Why each configuration does not fit ("" where it does), the registers per thread it runs with,
+    its resident blocks per SM (at least 1) and what limits them."""
+    reasons = np.full(v["blocks"].shape, "", dtype=object)
     reasons = _first_reason(reasons, smem > spec.smem_per_block, f"SMEM per block over {spec.smem_per_block} B")
     reasons = _first_reason(reasons, regs > spec.regs_per_thread_max, f"registers per thread over {spec.regs_per_thread_max}")
     reasons = _first_reason(reasons, threads > spec.max_threads_per_block,
@@ -192,13 +158,12 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     else:
         occ, occ_limit = occupancy(spec, threads, smem, np.minimum(regs, spec.regs_per_thread_max))
     reasons = _first_reason(reasons, occ < 1, "no block fits on an SM")
-    occ = np.maximum(occ, 1)
+    return reasons, regs, np.maximum(occ, 1), occ_limit
 
-    per_sm_blocks = np.ceil(blocks / spec.sm_count)        # the busiest SM
-    share = per_sm_blocks / blocks                          # its fraction of the work
-    resident = np.minimum(occ, per_sm_blocks)               # blocks of the busiest SM running at once
-    t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}
-    t["smem"] = v["smem_traffic"] * share / rates.smem
+
+def _compute_time(t: Mapping[str, np.ndarray], v: Mapping[str, np.ndarray], spec: GpuSpec, plan: ExecutionPlan,
+                  threads, resident) -> np.ndarray:
+    """Time of the busiest SM's compute units: between their max (fully overlapped) and their sum."""
     compute_sum = t["tensor"] + t["fp32"] + t["exp"] + (0.0 if plan.tensor_reads_smem else t["smem"])
     compute_max = np.maximum.reduce([t[u] for u in COMPUTE_TERMS])
     if plan.overlap == "sync":
@@ -210,25 +175,58 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
         peers = resident * v["units"]
     hide = np.clip(1 + plan.interleave_slope * (peers - 1), 1, plan.interleave_max)
     # the first steps of each block's stream (its first chunk: nothing yet to overlap with) run unhidden
-    fill = np.clip(plan.fill_steps * blocks / np.maximum(v["steps_total"], 1), 0, 1)
-    compute = np.maximum(compute_max, compute_sum * (fill + (1 - fill) / hide))
+    fill = np.clip(plan.fill_steps * v["blocks"] / np.maximum(v["steps_total"], 1), 0, 1)
+    return np.maximum(compute_max, compute_sum * (fill + (1 - fill) / hide))
+
+
+def _sync_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, share, resident) -> np.ndarray:
+    """The fixed synchronization latency of every stream step of the busiest SM."""
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:
         block_latency = block_latency / np.maximum(v["stages"] - 1, 1)
     latency = block_latency + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
-    t["sync"] = steps_busiest * latency / rates.clock_hz / resident
+    return steps_busiest * latency / rates.clock_hz / resident
+
+
+def _hbm_bytes(v: Mapping[str, np.ndarray], spec: GpuSpec, resident) -> np.ndarray:
+    """Compulsory HBM bytes, plus the re-reads of later passes that L2 does not serve."""
     # a later pass re-reads from L2 only while everything the resident units touch in between fits in it
     span = spec.sm_count * resident * v["units"] * v["reread_span"]
     hit = np.where(span > 0, np.clip(spec.l2_bytes / np.maximum(span, 1), 0, 1), 1.0)
-    hbm_bytes = v["hbm_bytes"] + v["reread_bytes"] * (1 - hit)
+    return v["hbm_bytes"] + v["reread_bytes"] * (1 - hit)
+
+
+def _body_time(busy, memory, stages, resident, plan: ExecutionPlan) -> np.ndarray:
+    """Compute (with sync) and memory time combined: overlapped when the stream is pipelined or several
+    blocks share an SM, one after the other otherwise."""
+    pipelined = (stages >= 2) | (resident >= 2)
+    overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
+    return np.where(pipelined, overlapped, busy + memory)
+
+
+def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuSpec, rates: Rates,
+                    plan: ExecutionPlan) -> dict[str, np.ndarray]:
+    """Every term of the model for one kernel, vectorized over configurations."""
+    v = ck.evaluate(values, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
+    threads = v["threads"] + plan.extra_threads
+    need = _registers(v, spec, plan)
+    smem = v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"] + plan.smem_slack_bytes
+    blocks = v["blocks"]
+    reasons, regs, occ, occ_limit = _fit(v, spec, plan, threads, need, smem)
+
+    per_sm_blocks = np.ceil(blocks / spec.sm_count)        # the busiest SM
+    share = per_sm_blocks / blocks                          # its fraction of the work
+    resident = np.minimum(occ, per_sm_blocks)               # blocks of the busiest SM running at once
+    t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}
+    t["smem"] = v["smem_traffic"] * share / rates.smem
+    compute = _compute_time(t, v, spec, plan, threads, resident)
+    t["sync"] = _sync_time(v, plan, rates, share, resident)
+    hbm_bytes = _hbm_bytes(v, spec, resident)
     t["hbm"] = hbm_bytes / rates.hbm
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
-    pipelined = (v["stages"] >= 2) | (resident >= 2)
-    busy = compute + t["sync"]
-    overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
-    body = np.where(pipelined, overlapped, busy + memory)
+    body = _body_time(compute + t["sync"], memory, v["stages"], resident, plan)
     names = np.array([*COMPUTE_TERMS, "hbm", "l2", "sync"])
     bott = names[np.stack(np.broadcast_arrays(*(t[k] for k in names))).argmax(axis=0)]
     t["launch"] = np.full(body.shape, spec.launch_overhead_s)

@@ -54,7 +54,7 @@ def roofline_ceilings(spec, calibration=None, dtype: str = "bf16",
 
     bandwidth roofs: ``{name, bytes_per_s, source}``, drawn as y = bytes_per_s * x;
     compute ceilings: ``{name, flops, source}``, horizontal lines."""
-    from .api import conventional_flops
+    from .problems import conventional_flops
 
     bw = [{"name": "HBM roof (datasheet)", "bytes_per_s": spec.hbm_bandwidth, "source": "datasheet", "style": "solid"},
           {"name": "SMEM roof (all SMs; x read as FLOP per SMEM byte)", "bytes_per_s": spec.peak_smem_bandwidth,
@@ -226,24 +226,23 @@ def roofline_html(spec, points: Sequence[Mapping[str, Any]], title: str, calibra
     return _page(title, body)
 
 
-def validation_html(report, spec, title: str | None = None) -> str:
-    """The validation page: roofline with measured beside predicted points,
-    predicted-vs-measured time (y = x and ±10% bands), and the statistics."""
-    import plotly.graph_objects as go
-
+def _report_calibration(report):
+    """The first calibration stored with the results, or None (also when it does not parse)."""
     from .hardware import HardwareError, calibration_from_dict
-    from .validate import (MIN_GROUP, OUR_KERNELS, PEER_KERNELS, failed_cells, group_cells, row_cells, shape_label,
-                           stats_rows)
 
-    title = title or f"iomodel validation on {', '.join(report.devices) or spec.name}"
-    cal = None
-    if report.calibrations:
-        try:
-            c = dict(report.calibrations[0])
-            c.pop("source", None)
-            cal = calibration_from_dict(c)
-        except HardwareError:
-            cal = None
+    if not report.calibrations:
+        return None
+    try:
+        c = dict(report.calibrations[0])
+        c.pop("source", None)
+        return calibration_from_dict(c)
+    except HardwareError:
+        return None
+
+
+def _validation_points(report) -> list[dict[str, Any]]:
+    """Roofline points of the rows: each measured and, where there is one, its prediction."""
+    from .results import shape_label
 
     points = []
     for r in report.rows:
@@ -256,19 +255,40 @@ def validation_html(report, spec, title: str | None = None) -> str:
             if r.predicted_s:
                 points.append({"label": label, "flops": r.flops, "hbm_bytes": r.hbm_bytes,
                                "time_s": r.predicted_s, "kind": "predicted", "family": r.kernel, **extra})
-    roof = _roofline_block(spec, points, f"Roofline: {spec.name}", cal, "bf16", include_js=True)
+    return points
 
-    # predicted vs measured
+
+def _time_range_ms(rows) -> tuple[float, float]:
+    """Axis range of the predicted-vs-measured plot: every time of `rows` with a margin."""
+    if not rows:
+        return 1e-2, 1e2
+    lo = min(min(r.measured_s, r.predicted_s) for r in rows) * 1e3 / 1.5
+    hi = max(max(r.measured_s, r.predicted_s) for r in rows) * 1e3 * 1.5
+    return lo, hi
+
+
+def _scatter_hover(r) -> str:
+    from .results import shape_label
+
+    return (f"<b>{_esc(r.kernel)} {_esc(r.config_label)}</b><br>{_esc(shape_label(r.shape))}<br>"
+            f"measured {r.measured_s * 1e3:.3f} ms ({r.measured_tflops:.1f} TFLOP/s)<br>"
+            f"predicted {r.predicted_s * 1e3:.3f} ms ({r.predicted_tflops:.1f} TFLOP/s)<br>"
+            f"error {r.err_pct:+.1f}%<br>bottleneck {_esc(r.bottleneck or '-')}")
+
+
+def _prediction_scatter_html(report) -> str:
+    """Predicted against measured time of every predicted row, with the y = x and ±10% lines."""
+    import plotly.graph_objects as go
+
+    from .accuracy import OUR_KERNELS, PEER_KERNELS
+
     sc = go.Figure()
     rows = [r for r in report.rows if r.predicted_s]
-    if rows:
-        lo = min(min(r.measured_s, r.predicted_s) for r in rows) * 1e3 / 1.5
-        hi = max(max(r.measured_s, r.predicted_s) for r in rows) * 1e3 * 1.5
-    else:
-        lo, hi = 1e-2, 1e2
+    lo, hi = _time_range_ms(rows)
     for f, name, dash in ((1.0, "y = x", "solid"), (1.1, "+10%", "dot"), (0.9, "-10%", "dot")):
         sc.add_trace(go.Scatter(x=[lo, hi], y=[lo * f, hi * f], mode="lines", name=name,
                                 line=dict(color="#888", dash=dash, width=1), hoverinfo="skip"))
+    # our kernels and the peers in their usual order, then any other kernel the results name
     kernels = [k for k in OUR_KERNELS + PEER_KERNELS if any(r.kernel == k for r in rows)]
     kernels += sorted({r.kernel for r in rows} - set(kernels))
     for i, k in enumerate(kernels):
@@ -277,34 +297,44 @@ def validation_html(report, spec, title: str | None = None) -> str:
             x=[r.measured_s * 1e3 for r in sel], y=[r.predicted_s * 1e3 for r in sel], mode="markers", name=k,
             marker=dict(color=_PALETTE[i % len(_PALETTE)], size=8,
                         symbol="diamond" if k in PEER_KERNELS else "circle"),
-            text=[f"<b>{_esc(r.kernel)} {_esc(r.config_label)}</b><br>{_esc(shape_label(r.shape))}<br>"
-                  f"measured {r.measured_s * 1e3:.3f} ms ({r.measured_tflops:.1f} TFLOP/s)<br>"
-                  f"predicted {r.predicted_s * 1e3:.3f} ms ({r.predicted_tflops:.1f} TFLOP/s)<br>"
-                  f"error {r.err_pct:+.1f}%<br>bottleneck {_esc(r.bottleneck or '-')}" for r in sel],
+            text=[_scatter_hover(r) for r in sel],
             hovertemplate="%{text}<extra></extra>"))
     sc.update_layout(title="Predicted vs measured time", template="plotly_white", height=560,
                      xaxis=dict(type="log", title="measured time (ms)"),
                      yaxis=dict(type="log", title="predicted time (ms)"), margin=dict(l=60, r=20, t=50, b=50))
-    sc_html = sc.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False})
+    return sc.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False})
 
-    stats = _html_table(["rows", "n", "median |error|", "max |error|", "mean signed"], stats_rows(report))
-    group_rows = [[g.kernel, shape_label(g.shape), g.n, *group_cells(g)] for g in report.groups]
-    groups = _html_table(["kernel", "shape", "configs", "Spearman", "model's top", "best measured",
-                          "top-1 within 5%"], group_rows)
-    pooled = "-" if report.pooled_spearman is None else f"{report.pooled_spearman:+.3f}"
-    choice = ""
-    if report.shape_groups:
-        choice_rows = [[shape_label(g.shape), g.n, *group_cells(g)] for g in report.shape_groups]
-        hits = sum(1 for g in report.shape_groups if g.top1)
-        mean_all = "-" if report.pooled_spearman_all is None else f"{report.pooled_spearman_all:+.3f}"
-        choice = ("<h2>Kernel and tile choice</h2><p class=\"note\">Every family's configurations of one shape "
-                  "ranked together: the choice <code>python -m iomodel predict</code> makes.</p>"
-                  + _html_table(["shape", "configs", "Spearman", "model's top", "best measured", "top-1 within 5%"],
-                                choice_rows)
-                  + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(report.shape_groups)}</p>")
+
+def _tile_choice_html(report) -> str:
+    """The section ranking every family's configurations of a shape together ("" without such groups)."""
+    from .accuracy_text import group_cells
+    from .results import shape_label
+
+    if not report.shape_groups:
+        return ""
+    choice_rows = [[shape_label(g.shape), g.n, *group_cells(g)] for g in report.shape_groups]
+    hits = sum(1 for g in report.shape_groups if g.top1)
+    mean_all = "-" if report.pooled_spearman_all is None else f"{report.pooled_spearman_all:+.3f}"
+    return ("<h2>Kernel and tile choice</h2><p class=\"note\">Every family's configurations of one shape "
+            "ranked together: the choice <code>python -m iomodel predict</code> makes.</p>"
+            + _html_table(["shape", "configs", "Spearman", "model's top", "best measured", "top-1 within 5%"],
+                          choice_rows)
+            + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(report.shape_groups)}</p>")
+
+
+def _rows_table_html(report) -> str:
+    """Every row: measured, predicted, error and where the prediction came from."""
+    from .accuracy_text import row_cells
+
     row_rows = [row_cells(r) + [r.prediction_source or (r.prediction_error or "none")] for r in report.rows]
-    rows_t = _html_table(["kernel", "config", "shape", "measured ms", "measured TFLOP/s", "predicted ms",
-                          "predicted TFLOP/s", "error", "bottleneck", "prediction"], row_rows)
+    return _html_table(["kernel", "config", "shape", "measured ms", "measured TFLOP/s", "predicted ms",
+                        "predicted TFLOP/s", "error", "bottleneck", "prediction"], row_rows)
+
+
+def _failed_and_notes_html(report) -> str:
+    """The rows that did not run and the notes of the results ("" for each that is empty)."""
+    from .accuracy_text import failed_cells
+
     failed = ""
     if report.failed:
         failed = "<h2>Rows not ok</h2>" + _html_table(["kernel", "config", "shape", "error"],
@@ -312,6 +342,29 @@ def validation_html(report, spec, title: str | None = None) -> str:
     notes = ""
     if report.notes:
         notes = "<h2>Notes</h2><ul>" + "".join(f"<li>{_esc(n)}</li>" for n in report.notes) + "</ul>"
+    return failed + notes
+
+
+def validation_html(report, spec, title: str | None = None) -> str:
+    """The validation page: roofline with measured beside predicted points,
+    predicted-vs-measured time (y = x and ±10% bands), and the statistics."""
+    from .accuracy import MIN_GROUP
+    from .accuracy_text import group_cells, stats_rows
+    from .results import shape_label
+
+    title = title or f"iomodel validation on {', '.join(report.devices) or spec.name}"
+    cal = _report_calibration(report)
+    points = _validation_points(report)
+    roof = _roofline_block(spec, points, f"Roofline: {spec.name}", cal, "bf16", include_js=True)
+    sc_html = _prediction_scatter_html(report)
+
+    stats = _html_table(["rows", "n", "median |error|", "max |error|", "mean signed"], stats_rows(report))
+    group_rows = [[g.kernel, shape_label(g.shape), g.n, *group_cells(g)] for g in report.groups]
+    groups = _html_table(["kernel", "shape", "configs", "Spearman", "model's top", "best measured",
+                          "top-1 within 5%"], group_rows)
+    pooled = "-" if report.pooled_spearman is None else f"{report.pooled_spearman:+.3f}"
+    choice = _tile_choice_html(report)
+    rows_t = _rows_table_html(report)
     how = "recomputed with the current model" if report.recomputed else "as stored in the results"
     body = (
         f'<p class="note">Predictions {how}. Error = (predicted - measured) / measured time. '
@@ -322,6 +375,6 @@ def validation_html(report, spec, title: str | None = None) -> str:
         f"<h2>Roofline</h2>{roof}"
         f'<h2>Predicted vs measured</h2><div class="pair"><div class="side">{rows_t}</div>'
         f'<div class="plot">{sc_html}</div></div>'
-        f"{failed}{notes}"
+        f"{_failed_and_notes_html(report)}"
     )
     return _page(title, body)

@@ -1,34 +1,22 @@
-"""Tile search: enumerate the free sizes of a kernel family, check them, rank by predicted time.
+"""Tile search: enumerate a family's search space, check it, rank by predicted time.
 
-Candidates are checked, in order, against the instruction shape (tiles must be multiples of the
-matrix instruction the family issues), then the model's capacity limits (SMEM per block,
-registers per thread, threads per block, at least one block per SM). Everything is vectorized:
-one model evaluation covers the whole grid of candidates.
+The space is the family's grid filtered by its config's own `problems()` (the kernel's build
+constraints) and the GPU (wgmma), then the model's capacity limits (SMEM per block, registers per
+thread, threads per block, at least one block per SM). One vectorized model evaluation covers every
+configuration the kernel can build.
 """
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from .api import (FAMILIES, Prediction, _prediction, check_shape, conventional_flops, evaluate_configs, family,
-                  resolve_gpu, shape_model)
-from .perf import ModelError
-
-# the free sizes each family may take (the search space; instruction checks prune it)
-SEARCH_SPACE = {
-    "flash_sm80": {"block_m": (16, 32, 64, 96, 128, 192, 256), "block_n": (16, 32, 48, 64, 96, 128, 160, 192, 256),
-                   "warps": (1, 2, 4, 8, 16), "stages": (1, 2, 3, 4)},
-    "flash_sm90": {"block_m": (64, 128, 192, 256, 384), "block_n": tuple(range(16, 257, 16)),
-                   "stages": (1, 2, 3, 4), "consumers": (1, 2, 3)},
-    "matmul_sm80": {"block_m": (32, 64, 128, 256), "block_n": (32, 64, 128, 256), "block_k": (16, 32, 64),
-                    "warps": (2, 4, 8), "stages": (1, 2, 3, 4)},
-    "softmax": {"rows_per_block": (1, 2, 4, 8, 16)},
-    "unfused": {"block_m": (32, 64, 128, 256), "block_n": (32, 64, 128, 256), "block_k": (16, 32, 64),
-                "warps": (2, 4, 8), "stages": (1, 2, 3, 4)},
-}
+from . import families
+from .api import Prediction, make_prediction, model_result, resolve_calibration, shape_model
+from .errors import ModelError
+from .hardware import resolve_gpu
+from .problems import check_shape, conventional_flops
 
 
 @dataclass
@@ -36,63 +24,70 @@ class SearchResult:
     kernel: str
     gpu: str
     shape: dict
-    configs: list[dict]
-    time_s: np.ndarray
+    configs: list
+    time_s: np.ndarray           # nan where the kernel cannot be built
     tflops: np.ndarray
     reasons: np.ndarray          # "" when feasible
-    ranked: list[tuple[dict, Prediction]]
+    ranked: list[Prediction]
     evaluated: int
     seconds: float
 
-    def rejected(self) -> list[tuple[dict, str]]:
+    def rejected(self) -> list[tuple[object, str]]:
         return [(c, str(r)) for c, r in zip(self.configs, self.reasons) if r]
 
 
-def instruction_reasons(kernel: str, spec, configs: list[dict], d: int) -> np.ndarray:
-    """Why each config breaks the instruction shape of the family's code ("" when it does not)."""
-    check = family(kernel).instruction_check
-    return np.array([check(spec, c, d) if check is not None else "" for c in configs], dtype=object)
+def build_reasons(fam, spec, configs: list) -> np.ndarray:
+    """Why the family's kernel cannot be built with each config on this GPU ("" when it can)."""
+    gpu = fam.gpu_problem(spec)
+    return np.array([gpu or "; ".join(c.problems()) for c in configs], dtype=object)
 
 
-def enumerate_configs(kernel: str, space: dict | None = None) -> list[dict]:
-    space = space or SEARCH_SPACE[kernel]
-    keys = list(space)
-    return [dict(zip(keys, vals)) for vals in itertools.product(*(space[k] for k in keys))]
+def _model_over_buildable(kernel, spec, cal, shape, configs, built) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Predicted time, model reasons and the raw result over the buildable configs, spread back onto
+    the whole grid (indices of `configs`)."""
+    idx = np.flatnonzero(built == "")
+    n = len(configs)
+    time_s = np.full(n, np.nan)
+    reasons = built.copy()
+    res = model_result(kernel, spec, cal, shape, [configs[i] for i in idx]) if idx.size else None
+    if res is not None:
+        time_s[idx] = np.asarray(res["time_s"], dtype=float)
+        reasons[idx] = np.asarray(res["infeasible"], dtype=object)
+    return time_s, reasons, {"idx": idx, "res": res}
 
 
-def search(kernel: str, gpu, shape: dict, space: dict | None = None, calibration="auto", top: int = 10,
-           progress=None) -> SearchResult:
+def search(kernel: str, gpu, shape: dict, calibration="auto", top: int = 10, progress=None) -> SearchResult:
     """Rank every configuration of `kernel`'s search space for `shape` on `gpu`."""
-    family(kernel)
+    fam = families.get(kernel)
     spec = resolve_gpu(gpu)
-    s = check_shape(kernel, shape)
+    if fam.gpu_problem(spec):
+        raise ModelError(f"{kernel} cannot run on {spec.key}: {fam.gpu_problem(spec)}")
+    cal = resolve_calibration(spec, calibration)
+    s = check_shape(fam, shape)
     shape_model(kernel, s)  # derive once, untimed
     t0 = time.perf_counter()
-    configs = enumerate_configs(kernel, space)
-    inst = instruction_reasons(kernel, spec, configs, s.get("d", s.get("K", 16)))
-    spec, cal, s, res = evaluate_configs(kernel, spec, s, configs, calibration)
-    reasons = np.where(inst != "", inst, res["infeasible"])
-    time_s = np.asarray(res["time_s"], dtype=float)
-    tflops = conventional_flops(s) / time_s / 1e12
-    smem = np.asarray(res["kernels"][0]["smem_bytes"], dtype=float)
-    order = [i for i in np.lexsort((np.broadcast_to(smem, time_s.shape), time_s)) if not reasons[i]]
-    if not order:
+    configs = fam.candidates(s)
+    time_s, reasons, sub = _model_over_buildable(kernel, spec, cal, s, configs, build_reasons(fam, spec, configs))
+    idx, res = sub["idx"], sub["res"]
+    if res is None:
         raise ModelError(f"no {kernel} configuration fits {spec.key} for this shape")
-    ranked = [(configs[i], _prediction(kernel, spec, cal, s, configs[i], res, i)) for i in order[:top]]
+    smem = np.broadcast_to(np.asarray(res["kernels"][0]["smem_bytes"], dtype=float), idx.shape)
+    local = [j for j in np.lexsort((smem, time_s[idx])) if not reasons[idx[j]]]
+    if not local:
+        raise ModelError(f"no {kernel} configuration fits {spec.key} for this shape")
+    ranked = [make_prediction(kernel, spec, cal, s, configs[idx[j]], res, j) for j in local[:top]]
     seconds = time.perf_counter() - t0
     if progress:
         progress(f"evaluated {len(configs)} configurations in {seconds * 1e3:.0f} ms")
+    tflops = conventional_flops(s) / time_s / 1e12
     return SearchResult(kernel, spec.key, s, configs, time_s, tflops, reasons, ranked, len(configs), seconds)
 
 
-def config_label(kernel: str, c: dict) -> str:
-    fam = FAMILIES.get(kernel)
-    return fam.label.format(**c) if fam is not None and fam.label else str(c)
-
-
 def parse_tiles(kernel: str, text: str) -> dict:
-    """'block_m=128,block_n=64,warps=4,stages=2' (any order) -> config dict, checked for keys."""
-    fam = FAMILIES[kernel]
+    """'block_m=128,block_n=64,warps=4,stages=2' (any order) -> the searched sizes, checked for keys
+    (fields the shape fixes, like head_dim, come from the shape)."""
+    fam = families.get(kernel)
+    sizes = tuple(fam.space)
     out = {}
     for part in text.replace(" ", "").split(","):
         if not part:
@@ -100,15 +95,15 @@ def parse_tiles(kernel: str, text: str) -> dict:
         if "=" not in part:
             raise ModelError(f"--tiles expects key=value pairs like block_m=128; got {part!r}")
         k, v = part.split("=", 1)
-        if k not in fam.config_keys:
-            raise ModelError(f"--tiles: {kernel} has no size {k!r}; sizes: {', '.join(fam.config_keys)}")
+        if k not in sizes:
+            raise ModelError(f"--tiles: {kernel} has no size {k!r}; sizes: {', '.join(sizes)}")
         try:
             out[k] = int(v)
         except ValueError:
             raise ModelError(f"--tiles: {k} must be an integer, got {v!r}") from None
         if out[k] <= 0:
             raise ModelError(f"--tiles: {k} must be positive, got {out[k]}")
-    missing = [k for k in fam.config_keys if k not in out]
+    missing = [k for k in sizes if k not in out]
     if missing:
         raise ModelError(f"--tiles: missing {', '.join(missing)} for {kernel}")
     return out

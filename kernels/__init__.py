@@ -1,89 +1,63 @@
 """CUDA attention kernels that check the iomodel performance model.
 
-* ``flash_attention``: FlashAttention forward, online softmax in exp2; backend
-  ``sm80`` (mma.sync m16n8k16 + ldmatrix + cp.async, sm_80 and newer, Hopper
-  included) or ``sm90`` (wgmma + TMA, warp-specialized, ``kernels.sm90``).
-* ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through
-  global memory).
+* ``flash_attention``: FlashAttention forward, online softmax in exp2; family ``flash_sm80``
+  (mma.sync + ldmatrix + cp.async, sm_80 and newer, Hopper included) or ``flash_sm90`` (wgmma + TMA,
+  warp-specialized, sm_90a).
+* ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through global memory).
+* ``run(family, ...)``: any of them by its registry name (``iomodel.families``).
 
-Importing this package needs only numpy: torch and cupy are imported inside
-the functions.  Tile configurations live in ``kernels.configs``; the offline
-nvcc build and ptxas resource report in ``kernels.build``.  See docs/kernels.md
-and docs/kernels_sm90.md.
+Modules, one job each: ``dispatch`` (which family and config), ``checks`` (inputs), ``flash_sm80`` /
+``flash_sm90`` / ``unfused`` (arguments and launch), ``compile`` (NVRTC at run time, nvcc offline,
+one cache), ``driver`` (ctypes CUDA driver), ``codegen`` (C++ text of each variant), ``reports``
+(ptxas / SASS reports, ``python -m kernels.reports``), ``runtime`` (debug mode, outputs).
+Configs are the families' (``iomodel.families``).  ``import kernels`` imports neither torch nor any
+CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/kernels_sm90.md.
 """
 from __future__ import annotations
 
-from .configs import (SHIPPED_FLASH, SHIPPED_MATMUL, SUPPORTED_HEAD_DIMS, FlashConfig,  # noqa: F401
-                      MatmulConfig)
-
-__all__ = ["flash_attention", "attention_unfused", "FlashConfig", "MatmulConfig", "SHIPPED_FLASH",
-           "SHIPPED_MATMUL", "SUPPORTED_HEAD_DIMS", "set_debug"]
+__all__ = ["flash_attention", "attention_unfused", "run", "set_debug", "debug_enabled"]
 
 
 def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=False, backend="auto"):
-    """FlashAttention forward.
+    """FlashAttention forward: O (B, H, N_q, d), and with ``return_lse`` also the natural-log LSE.
 
-    ``backend``: ``"sm80"`` (mma.sync, ``kernels.flash_sm80``), ``"sm90"`` (wgmma + TMA, warp-specialized,
-    ``kernels.sm90``; Hopper only) or ``"auto"``: a config picks its own family (``FlashConfig`` or a dict
-    with ``warps`` -> sm80, ``Sm90Config`` or a dict with ``consumers`` -> sm90); with ``config=None`` on a
-    Hopper GPU the performance model ranks the best shipped configuration of each family and the faster
-    predicted one runs.
+    ``backend``: ``"sm80"`` (the mma.sync kernel, family flash_sm80), ``"sm90"`` (wgmma + TMA, family
+    flash_sm90; Hopper only) or ``"auto"``: a config picks its own family (a FlashConfig, or a dict
+    with ``warps`` -> flash_sm80; an Sm90Config, or a dict with ``consumers`` -> flash_sm90); with
+    ``config=None`` the model (``iomodel.chooser.choose``) picks the family and config over
+    flash_sm80 and, on an sm_90 GPU, flash_sm90.
     """
-    if backend not in ("auto", "sm80", "sm90"):
-        raise ValueError(f"backend must be 'auto', 'sm80' or 'sm90', got {backend!r}")
-    if backend == "auto":
-        backend = _pick_backend(q, k, causal, config)
-    if backend == "sm90":
-        from .sm90 import flash_attention_sm90 as _impl90
-        return _impl90(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse)
-    from .flash_sm80 import flash_attention as _impl
+    from . import dispatch
 
-    return _impl(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse)
-
-
-_BACKENDS: dict[tuple, str] = {}
-
-
-def _pick_backend(q, k, causal, config) -> str:
-    """Which family runs: the config's own, else the one the model predicts faster on this GPU."""
-    if config is not None:
-        fields = config if isinstance(config, dict) else getattr(config, "__dataclass_fields__", {})
-        return "sm90" if "consumers" in fields else "sm80"
-    import torch
-    if not (isinstance(q, torch.Tensor) and q.is_cuda) or torch.cuda.get_device_capability(q.device) != (9, 0):
-        return "sm80"
-    gpu = torch.cuda.get_device_name(q.device)
-    shape = dict(B=q.shape[0], H=q.shape[1], H_kv=k.shape[1], N_q=q.shape[2], N_k=k.shape[2], d=q.shape[3],
-                 causal=bool(causal), dtype="bf16" if q.dtype == torch.bfloat16 else "fp16")
-    key = (gpu, *shape.values())
-    if key in _BACKENDS:
-        return _BACKENDS[key]
-    from iomodel.api import rank_configs
-    from .sm90 import SHIPPED_SM90
-    best = {}
-    for family, backend, cands in (("flash_sm80", "sm80", [c.as_dict() for c in SHIPPED_FLASH if c.head_dim == shape["d"]]),
-                                   ("flash_sm90", "sm90", [{"block_m": c.block_m, "block_n": c.block_n, "stages": c.stages,
-                                                            "consumers": c.consumers} for c in SHIPPED_SM90
-                                                           if c.head_dim == shape["d"]])):
-        if cands:
-            try:
-                best[backend] = rank_configs(family, gpu, shape, cands)[0][1].time_s
-            except ValueError:
-                pass
-    choice = min(best, key=best.get) if best else "sm80"
-    _BACKENDS[key] = choice
-    return choice
+    family, config = dispatch.flash_family(q, k, v, causal, config, backend)
+    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
+                                             return_lse=return_lse)
 
 
 def attention_unfused(q, k, v, causal=False, config=None, scale=None):
-    """Unfused three-kernel attention; see ``kernels.unfused.attention_unfused``."""
-    from .unfused import attention_unfused as _impl
+    """Unfused three-kernel attention (``kernels.unfused``); config: a MatmulConfig for both matmuls,
+    None: the family's first shipped one."""
+    from . import unfused
 
-    return _impl(q, k, v, causal=causal, config=config, scale=scale)
+    return unfused.attention(q, k, v, causal=causal, config=config, scale=scale)
+
+
+def run(family: str, q, k, v, causal=False, config=None, scale=None):
+    """O of the kernel family named `family` ("flash_sm80", "flash_sm90" or "unfused"); config: the
+    family's config (or a dict of its fields), None: the model's pick (unfused: its first shipped)."""
+    from . import dispatch
+
+    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale)
 
 
 def set_debug(flag: bool) -> None:
     """NaN-poison outputs and synchronise + check errors after every launch."""
-    from ._runtime import set_debug as _impl
+    from .runtime import set_debug as _impl
 
     _impl(flag)
+
+
+def debug_enabled() -> bool:
+    from .runtime import debug_enabled as _impl
+
+    return _impl()

@@ -1,21 +1,28 @@
-"""Input validation for the attention kernels (raises ValueError / TypeError).
+"""Input validation for the attention kernels (raises ValueError / TypeError, one sentence each).
 
-Works on any torch tensors (CPU tensors included, so the checks are unit
-testable without a GPU); torch is imported lazily.
+Works on any torch tensors (CPU tensors included, so the checks are unit testable without a GPU);
+torch is imported lazily.  Configs are checked by their family (``iomodel.families``): the same
+check the model and the tile search apply, raising ``ModelError`` (a ValueError).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from .configs import SUPPORTED_HEAD_DIMS, FlashConfig, MatmulConfig
+from iomodel import families
 
-__all__ = ["check_qkv", "check_flash_config", "check_matmul_config", "check_scale", "dtype_name"]
+__all__ = ["check_qkv", "check_scale", "check_config", "check_smem", "dtype_name"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - torch missing
+        raise TypeError("q, k and v must be torch tensors, but torch is not installed.") from e
+    return torch
 
 
 def dtype_name(t) -> str:
-    import torch
-
+    torch = _torch()
     if t.dtype == torch.bfloat16:
         return "bf16"
     if t.dtype == torch.float16:
@@ -23,21 +30,8 @@ def dtype_name(t) -> str:
     raise TypeError(f"dtype must be torch.bfloat16 or torch.float16, got {t.dtype}")
 
 
-def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True,
-              head_dims: tuple[int, ...] = SUPPORTED_HEAD_DIMS) -> dict:
-    """Validate q (B, H, N_q, d), k and v (B, H_kv, N_k, d); return the shape dict.
-
-    The returned dict has keys B, H, H_kv, N_q, N_k, d, dtype ('bf16'/'fp16').
-    ``head_dims``: the head dims the calling kernel supports.  Rows must be
-    16-byte aligned (what cp.async and TMA both need); limits of a kernel's
-    launch grid are the caller's to check.
-    """
-    try:
-        import torch
-    except ImportError as e:  # pragma: no cover - torch missing
-        raise TypeError("q, k and v must be torch tensors, but torch is not installed.") from e
-
-    qkv = (("q", q), ("k", k), ("v", v))
+def _check_types(qkv) -> None:
+    torch = _torch()
     for name, t in qkv:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
@@ -47,15 +41,22 @@ def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True,
     for name, t in qkv:
         if t.dtype not in (torch.bfloat16, torch.float16):
             raise TypeError(f"{name} must be bfloat16 or float16 (torch.bfloat16 or torch.float16), got {t.dtype}.")
+    q, k, v = (t for _, t in qkv)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}.")
+
+
+def _check_devices(qkv, require_cuda: bool) -> None:
     if require_cuda:
         for name, t in qkv:
             if not t.is_cuda:
                 raise ValueError(f"{name} must be a tensor on a CUDA device, got device {t.device}.")
+    q, k, v = (t for _, t in qkv)
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}.")
 
+
+def _check_sizes(q, k, v, head_dims) -> dict:
     B, H, N_q, d = q.shape
     Bk, H_kv, N_k, dk = k.shape
     Bv, H_v, N_v, dv = v.shape
@@ -63,7 +64,7 @@ def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True,
         raise ValueError(f"batch sizes differ: q has {B}, k has {Bk}, v has {Bv}.")
     if not (d == dk == dv):
         raise ValueError(f"head dims differ: q has {d}, k has {dk}, v has {dv}.")
-    if d not in head_dims:
+    if head_dims and d not in head_dims:
         raise ValueError(f"head dim {d} is not supported; supported head dims: {list(head_dims)}.")
     if H_kv != H_v or N_k != N_v:
         raise ValueError(f"k and v must have the same (heads, seq_len), got {(H_kv, N_k)} and {(H_v, N_v)}.")
@@ -74,6 +75,11 @@ def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True,
         raise ValueError(f"batch and heads must be non-zero, got B={B}, H={H}.")
     if N_q == 0 or N_k == 0:
         raise ValueError(f"sequence lengths must be non-zero, got N_q={N_q}, N_k={N_k}.")
+    return {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "d": d}
+
+
+def _check_layout(qkv) -> None:
+    """Rows 16-byte aligned: what cp.async and TMA both need."""
     for name, t in qkv:
         if t.stride(3) != 1:
             raise ValueError(f"{name} must be contiguous in the last dimension (stride 1), got stride "
@@ -84,7 +90,18 @@ def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True,
                                  f"(16-byte aligned rows); call .contiguous().")
         if t.data_ptr() % 16 != 0:
             raise ValueError(f"{name} must start at a 16-byte aligned address; call .clone().")
-    return {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "d": d, "dtype": dtype_name(q)}
+
+
+def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True, head_dims: tuple[int, ...] = ()) -> dict:
+    """Validate q (B, H, N_q, d), k and v (B, H_kv, N_k, d); return the shape dict with keys
+    B, H, H_kv, N_q, N_k, d, dtype ('bf16'/'fp16').  ``head_dims``: the head dims the calling
+    kernel supports (empty: any).  Limits of a kernel's launch grid are the caller's to check."""
+    qkv = (("q", q), ("k", k), ("v", v))
+    _check_types(qkv)
+    _check_devices(qkv, require_cuda)
+    shape = _check_sizes(q, k, v, head_dims)
+    _check_layout(qkv)
+    return {**shape, "dtype": dtype_name(q)}
 
 
 def check_scale(scale: Any, d: int) -> float:
@@ -100,36 +117,15 @@ def check_scale(scale: Any, d: int) -> float:
     return s
 
 
-def _config(config: Any, cls: type):
-    """`config` as a `cls` instance (a dict is converted); TypeError / ValueError if it is neither."""
-    if isinstance(config, dict):
-        try:
-            config = cls.from_dict(config)
-        except (KeyError, TypeError, ValueError) as e:
-            keys = ", ".join(f.name for f in dataclasses.fields(cls))
-            raise ValueError(f"config dict must have integer keys {keys}: {e}") from e
-    if not isinstance(config, cls):
-        raise TypeError(f"config must be a {cls.__name__} or a dict, got {type(config).__name__}.")
-    return config
+def check_config(family: str, config: Any, shape: dict):
+    """`config` (the family's config type, or a dict of its fields; head_dim may be left out of a
+    dict) as the family's typed config, checked against the shape (head_dim = d) and the kernel's
+    build constraints.  Raises ModelError (a ValueError) naming what is wrong."""
+    return families.get(family).config(config, shape)
 
 
-def _check_problems(config: Any, what: str) -> None:
-    problems = config.problems()
-    if problems:
-        raise ValueError(f"invalid {what} config {config}: " + "; ".join(problems) + ".")
-
-
-def check_flash_config(config: Any, d: int) -> FlashConfig:
-    """Accept a FlashConfig or a dict with its fields; check it against head dim d."""
-    config = _config(config, FlashConfig)
-    if config.head_dim != d:
-        raise ValueError(f"config.head_dim ({config.head_dim}) does not match the inputs' head dim ({d}).")
-    _check_problems(config, "flash")
-    return config
-
-
-def check_matmul_config(config: Any) -> MatmulConfig:
-    """Accept a MatmulConfig or a dict with its fields."""
-    config = _config(config, MatmulConfig)
-    _check_problems(config, "matmul")
-    return config
+def check_smem(family: str, config, smem: int, limit: int) -> None:
+    """The config's dynamic shared memory against the device's opt-in limit per block."""
+    if smem > limit:
+        raise ValueError(f"{family} config {families.get(family).label(config)} needs {smem} bytes of shared "
+                         f"memory per block; this GPU allows {limit}.")

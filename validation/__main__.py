@@ -1,11 +1,10 @@
-"""``python -m validation``: run the GPU sweep, or evaluate results on any machine.
+"""``python -m validation run``: the GPU sweep (or ``--dry-run``, the same sweep with fake kernels).
 
   python -m validation run [--gpu-spec KEY] [--quick] [--only flash_sm80,peers] [--out FILE.json]
-  python -m validation run --dry-run            # the same sweep with fake kernels, no torch, no GPU
-  python -m validation report RESULTS.json ... [--html page.html]
+  python -m validation run --dry-run            # no torch, no GPU
 
-``--help`` works without torch: torch, CuPy and the kernels are imported only
-when a real run starts.
+Reading the results (anywhere, CPU only) is ``python -m iomodel validate RESULTS.json ... [--html PAGE]``.
+``--help`` works without torch: torch, CuPy and the kernels are imported only when a real run starts.
 """
 
 from __future__ import annotations
@@ -16,15 +15,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-FAMILIES = ("flash_sm80", "flash_sm90", "unfused", "peers")
+from .plan import ONLY_CHOICES, make_shape
+
+REPORT_HINT = "to read results: python -m iomodel validate RESULTS.json ... [--html PAGE] (no GPU needed)"
 
 
 def _parse_only(text: str) -> tuple[str, ...]:
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    bad = [p for p in parts if p not in FAMILIES]
+    bad = [p for p in parts if p not in ONLY_CHOICES]
     if bad or not parts:
         raise argparse.ArgumentTypeError(
-            f"--only takes a comma list of {', '.join(FAMILIES)}; got {text!r}")
+            f"--only takes a comma list of {', '.join(ONLY_CHOICES)}; got {text!r}")
     return parts
 
 
@@ -40,8 +41,6 @@ def _parse_rounds(text: str) -> int:
 
 def _parse_shape(text: str) -> dict:
     """``N:d[:causal][:fp16]``, e.g. ``4096:128:causal``; B and H keep B*N=16384, H*d=2048."""
-    from .run import make_shape
-
     parts = text.split(":")
     try:
         N, d = int(parts[0]), int(parts[1])
@@ -57,17 +56,18 @@ def _parse_shape(text: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m validation",
-        description="Check iomodel's predictions against measured kernels and peers.")
+        description="Check iomodel's predictions against measured kernels and peers.", epilog=REPORT_HINT)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="measure ceilings, then build, check and time kernels and peers (GPU)",
                        description="Measure ceilings, then predict, build, check and time every kernel x "
-                                   "config x shape row and the SDPA peers; write a results JSON.")
+                                   "config x shape row and the SDPA peers; write a results JSON.",
+                       epilog=REPORT_HINT)
     r.add_argument("--gpu-spec", metavar="KEY|PATH",
                    help="GPU spec key (e.g. h100-sxm) or TOML path; default: matched from the device name")
     r.add_argument("--quick", action="store_true", help="two shapes only, shorter ceilings")
-    r.add_argument("--only", type=_parse_only, default=FAMILIES, metavar="LIST",
-                   help=f"comma list of {','.join(FAMILIES)} (default: all)")
+    r.add_argument("--only", type=_parse_only, default=ONLY_CHOICES, metavar="LIST",
+                   help=f"comma list of {','.join(ONLY_CHOICES)} (default: all)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal]",
                    help="replace the default shapes (repeatable); B*N = 16384, H*d = 2048")
     r.add_argument("--out", type=Path, metavar="FILE.json",
@@ -88,72 +88,66 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="random seed of the inputs (default: from the clock)")
     r.add_argument("--dry-run", action="store_true",
                    help="fake kernels and timer on the CPU (no torch): checks the sweep logic and the JSON")
-
-    e = sub.add_parser("report", help="evaluate results JSON with the current model (CPU)",
-                       description="Recompute predictions for results JSON files with the current model and "
-                                   "print error statistics; optionally write an HTML page.")
-    e.add_argument("results", nargs="+", type=Path, help="results JSON file(s)")
-    e.add_argument("--calibration", metavar="FILE.toml",
-                   help="calibration to predict with (default: the one stored in each results file)")
-    e.add_argument("--stored", action="store_true",
-                   help="use the predictions stored in the files instead of recomputing")
-    e.add_argument("--html", type=Path, metavar="PAGE.html", help="also write a self-contained HTML page")
-    e.add_argument("--gpu-spec", metavar="KEY|PATH", help="spec for the page's roofline (default: from the file)")
     return p
 
 
-def _cmd_run(args) -> int:
-    from iomodel.hardware import HardwareError, load_calibration, load_spec, spec_for_device
 
-    from .run import DEFAULT_BUDGET_S, FakeEnv, SweepOptions, default_out_path, run_sweep
+
+class _Refused(Exception):
+    """A run that cannot start (no torch, no CUDA device), in one line."""
+
+
+def _device(args):
+    """(environment, GPU spec, results path) of the run."""
+    from iomodel.hardware import resolve_gpu
 
     if args.dry_run:
-        try:
-            spec = load_spec(args.gpu_spec or "h100-sxm")
-        except HardwareError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        env = FakeEnv(spec)
-        out = args.out or Path(os.environ.get("OUT") or tempfile.gettempdir()) / "validation-dry-run.json"
-    else:
-        from .run import TorchEnv
+        from .fake_env import FakeEnv
 
-        try:
-            env = TorchEnv()
-        except Exception as exc:  # noqa: BLE001
-            print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
-        try:
-            spec = load_spec(args.gpu_spec) if args.gpu_spec else spec_for_device(env.device_name)
-        except HardwareError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        out = args.out or default_out_path(env.device_name)
-    cal_in = None
-    if args.calibration:
-        try:
-            cal_in = load_calibration(args.calibration)
-        except HardwareError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    opts = SweepOptions(
-        out=Path(out),
-        calibration_out=args.calibration_out,
-        quick=args.quick,
-        only=tuple(args.only),
-        shapes=args.shape,
-        measure_ceilings=not args.no_ceilings,
-        calibration_in=cal_in,
+        spec = resolve_gpu(args.gpu_spec or "h100-sxm")
+        out = args.out or Path(os.environ.get("OUT") or tempfile.gettempdir()) / "validation-dry-run.json"
+        return FakeEnv(spec), spec, out
+    from .records import default_out_path
+    from .torch_env import TorchEnv
+
+    try:
+        env = TorchEnv()
+    except Exception as exc:  # noqa: BLE001 - no torch, no CUDA device: one line, exit 2
+        raise _Refused(f"{type(exc).__name__}: {exc}") from None
+    spec = resolve_gpu(args.gpu_spec or env.device_name)
+    return env, spec, args.out or default_out_path(env.device_name)
+
+
+def _options(args, out: Path):
+    from iomodel.hardware import load_calibration
+
+    from .sweep import DEFAULT_BUDGET_S, SweepOptions
+
+    return SweepOptions(
+        out=Path(out), calibration_out=args.calibration_out, quick=args.quick, only=tuple(args.only),
+        shapes=args.shape, measure_ceilings=not args.no_ceilings,
+        calibration_in=load_calibration(args.calibration) if args.calibration else None,
         budget_s=args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S,
-        seed=args.seed,
-        dry_run=args.dry_run,
-        rounds=args.rounds,
-    )
+        seed=args.seed, dry_run=args.dry_run, rounds=args.rounds)
+
+
+def _cmd_run(args) -> int:
+    from iomodel.hardware import HardwareError
+
+    from .sweep import run_sweep
+
+    try:
+        env, spec, out = _device(args)
+        opts = _options(args, out)
+    except (_Refused, HardwareError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"{'DRY RUN: ' if args.dry_run else ''}{env.device_name} as {spec.key}; results -> {opts.out}",
           file=sys.stderr)
     results = run_sweep(env, spec, opts)
     try:
-        from iomodel.validate import evaluate, format_report
+        from iomodel.accuracy import evaluate
+        from iomodel.accuracy_text import format_report
 
         print(format_report(evaluate([results])))
     except Exception as exc:  # noqa: BLE001 - the results are safe on disk already
@@ -161,35 +155,9 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _cmd_report(args) -> int:
-    from iomodel.hardware import HardwareError, load_spec
-    from iomodel.validate import evaluate, format_report, load_results
-
-    try:
-        results = load_results(args.results)
-        report = evaluate(results, calibration=args.calibration, recompute=not args.stored)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(format_report(report))
-    if args.html:
-        from iomodel.report import validation_html
-
-        try:
-            spec = load_spec(args.gpu_spec or report.gpu_key)
-        except HardwareError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        args.html.write_text(validation_html(report, spec), encoding="utf-8")
-        print(f"wrote {args.html}", file=sys.stderr)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.cmd == "run":
-        return _cmd_run(args)
-    return _cmd_report(args)
+    return _cmd_run(args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 __all__ = ["CeilingResult", "measure_ceilings", "ClockSampler", "MICROBENCH_SRC"]
@@ -127,14 +127,7 @@ class CeilingResult:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "values": dict(self.values),
-            "sources": dict(self.sources),
-            "clock_source": self.clock_source,
-            "clock_samples_mhz": list(self.clock_samples_mhz),
-            "errors": dict(self.errors),
-            "seconds": self.seconds,
-        }
+        return asdict(self)  # copies of the dicts and the list, in field order
 
 
 class ClockSampler:
@@ -311,11 +304,85 @@ def _run_microbench(cupy, module, name: str, sm_count: int, target_s: float = 0.
     iters = max(1, int(iters * target_s / max(t, 1e-9)))
     times = [run(iters) for _ in range(repeats)]
     t = statistics.median(times)
-    if name == "mma_chain":
-        total = blocks * (_THREADS // 32) * iters * _PER_ITER[name]
+    issuers = _THREADS // 32 if name == "mma_chain" else _THREADS  # _PER_ITER counts per warp for mma
+    return blocks * issuers * iters * _PER_ITER[name] / t
+
+
+# per-clock unit rates (CuPy): field -> (kernel, instruction, unit counted)
+_UNIT_FIELDS = {
+    "exp2_per_clk_per_sm": ("ex2_chain", "ex2.approx.ftz.f32", "op"),
+    "fp32_fma_per_clk_per_sm": ("fma_chain", "fma.rn.f32", "FMA"),
+    "mma_sync_flops_per_clk_per_sm": ("mma_chain", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "FLOP"),
+}
+
+
+def _record_failure(res: CeilingResult, key: str, exc: Exception, what: str, log: Callable[[str], None]) -> None:
+    res.values[key] = None
+    res.errors[key] = f"{type(exc).__name__}: {exc}"
+    log(f"  {what} failed: {res.errors[key]}")
+
+
+def _measure_torch_ceilings(torch, res: CeilingResult, quick: bool, log: Callable[[str], None]) -> None:
+    """The bf16 GEMM rate and the copy bandwidth, through torch: (value, name, measure, source, log line) each."""
+    gemm_n = 4096 if quick else 8192
+    copy_bytes, copy_size = ((256 << 20), "256 MiB") if quick else ((1 << 30), "1 GiB")
+    measures = (("gemm_flops", "GEMM", lambda: measure_gemm(torch, n=gemm_n),
+                 f"python -m validation: torch.matmul bf16 {gemm_n}^3, random inputs, median of 10 CUDA-event "
+                 "timings, 2n^3 FLOPs", lambda v: f"  GEMM bf16 {gemm_n}^3: {v / 1e12:.1f} TFLOP/s"),
+                ("copy_bandwidth", "copy", lambda: measure_copy(torch, nbytes=copy_bytes),
+                 f"python -m validation: dst.copy_(src) of a {copy_size} float32 tensor, median of 10 CUDA-event "
+                 "timings, bytes read + written", lambda v: f"  copy: {v / 1e12:.2f} TB/s (read + write)"))
+    for key, what, measure, source, done in measures:
+        try:
+            res.values[key] = measure()
+            res.sources[key] = source
+            log(done(res.values[key]))
+        except Exception as exc:  # noqa: BLE001
+            _record_failure(res, key, exc, what, log)
+    torch.cuda.empty_cache()
+
+
+def _sampled_clock_hz(sampler: ClockSampler, torch, spec, res: CeilingResult) -> float:
+    """The SM clock the chain kernels ran at (the sampled median, else the best fallback); records how."""
+    clock = sampler.median_hz()
+    if clock is not None:
+        res.clock_samples_mhz = list(sampler.samples)
+        res.clock_source = (f"median of {len(sampler.samples)} nvidia-smi clocks.sm samples taken while the "
+                            "unit-rate kernels ran")
     else:
-        total = blocks * _THREADS * iters * _PER_ITER[name]
-    return total / t
+        clock, how = _fallback_clock_hz(torch, spec)
+        res.clock_source = f"{how}; nvidia-smi sampling failed: {sampler.error}"
+    res.values["clock_hz"] = clock
+    res.sources["clock_hz"] = res.clock_source
+    return clock
+
+
+def _measure_unit_rates(torch, spec, sm: int, res: CeilingResult, quick: bool, log: Callable[[str], None]) -> None:
+    """Per-clock, per-SM rates of ex2, FMA and mma.sync (CuPy chain kernels), at the clock sampled meanwhile."""
+    try:
+        import cupy
+        module = cupy.RawModule(code=MICROBENCH_SRC, options=("--std=c++17",))
+    except Exception as exc:  # noqa: BLE001
+        for f in _UNIT_FIELDS:
+            res.values[f] = None
+            res.errors[f] = f"CuPy microbenchmarks unavailable: {type(exc).__name__}: {exc}"
+        log(f"  unit-rate microbenchmarks skipped: {type(exc).__name__}: {exc}")
+        return
+    rates: dict[str, float] = {}
+    sampler = ClockSampler(_nvidia_smi_device_ids(torch))
+    with sampler:
+        for f, (kname, _instr, _unit) in _UNIT_FIELDS.items():
+            try:
+                rates[f] = _run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
+            except Exception as exc:  # noqa: BLE001
+                _record_failure(res, f, exc, kname, log)
+    clock = _sampled_clock_hz(sampler, torch, spec, res)
+    for f, rate in rates.items():
+        _kname, instr, unit = _UNIT_FIELDS[f]
+        res.values[f] = rate / (sm * clock)
+        res.sources[f] = (f"python -m validation: chains of {instr} on {sm} SMs x {_BLOCKS_PER_SM} blocks x {_THREADS} "
+                          f"threads, {rate / 1e12:.3f} T{unit}/s / ({sm} SM x {clock / 1e6:.0f} MHz; {res.clock_source})")
+        log(f"  {instr}: {rate / 1e12:.2f} T{unit}/s = {res.values[f]:.1f} {unit}/clk/SM at {clock / 1e6:.0f} MHz")
 
 
 def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = print) -> CeilingResult:
@@ -324,80 +391,8 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
 
     t0 = time.perf_counter()
     res = CeilingResult()
-    vals = res.values
     sm = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    gemm_n = 4096 if quick else 8192
-
-    try:
-        vals["gemm_flops"] = measure_gemm(torch, n=gemm_n)
-        res.sources["gemm_flops"] = (
-            f"python -m validation: torch.matmul bf16 {gemm_n}^3, random inputs, median of 10 CUDA-event timings, 2n^3 FLOPs"
-        )
-        log(f"  GEMM bf16 {gemm_n}^3: {vals['gemm_flops'] / 1e12:.1f} TFLOP/s")
-    except Exception as exc:  # noqa: BLE001
-        vals["gemm_flops"] = None
-        res.errors["gemm_flops"] = f"{type(exc).__name__}: {exc}"
-        log(f"  GEMM failed: {res.errors['gemm_flops']}")
-    copy_bytes, copy_size = ((256 << 20), "256 MiB") if quick else ((1 << 30), "1 GiB")
-    try:
-        vals["copy_bandwidth"] = measure_copy(torch, nbytes=copy_bytes)
-        res.sources["copy_bandwidth"] = (
-            f"python -m validation: dst.copy_(src) of a {copy_size} float32 tensor, median of 10 CUDA-event "
-            "timings, bytes read + written"
-        )
-        log(f"  copy: {vals['copy_bandwidth'] / 1e12:.2f} TB/s (read + write)")
-    except Exception as exc:  # noqa: BLE001
-        vals["copy_bandwidth"] = None
-        res.errors["copy_bandwidth"] = f"{type(exc).__name__}: {exc}"
-        log(f"  copy failed: {res.errors['copy_bandwidth']}")
-    torch.cuda.empty_cache()
-
-    # per-clock unit rates (CuPy): field -> (kernel, instruction, unit counted)
-    unit_fields = {
-        "exp2_per_clk_per_sm": ("ex2_chain", "ex2.approx.ftz.f32", "op"),
-        "fp32_fma_per_clk_per_sm": ("fma_chain", "fma.rn.f32", "FMA"),
-        "mma_sync_flops_per_clk_per_sm": ("mma_chain", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "FLOP"),
-    }
-    try:
-        import cupy
-
-        module = cupy.RawModule(code=MICROBENCH_SRC, options=("--std=c++17",))
-    except Exception as exc:  # noqa: BLE001
-        for f in unit_fields:
-            vals[f] = None
-            res.errors[f] = f"CuPy microbenchmarks unavailable: {type(exc).__name__}: {exc}"
-        log(f"  unit-rate microbenchmarks skipped: {type(exc).__name__}: {exc}")
-        module = None
-
-    rates: dict[str, float] = {}
-    if module is not None:
-        sampler = ClockSampler(_nvidia_smi_device_ids(torch))
-        with sampler:
-            for f, (kname, _instr, _unit) in unit_fields.items():
-                try:
-                    rates[f] = _run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
-                except Exception as exc:  # noqa: BLE001
-                    vals[f] = None
-                    res.errors[f] = f"{type(exc).__name__}: {exc}"
-                    log(f"  {kname} failed: {res.errors[f]}")
-        clock = sampler.median_hz()
-        if clock is not None:
-            res.clock_samples_mhz = list(sampler.samples)
-            res.clock_source = (
-                f"median of {len(sampler.samples)} nvidia-smi clocks.sm samples taken while the unit-rate kernels ran"
-            )
-        else:
-            clock, how = _fallback_clock_hz(torch, spec)
-            res.clock_source = f"{how}; nvidia-smi sampling failed: {sampler.error}"
-        vals["clock_hz"] = clock
-        res.sources["clock_hz"] = res.clock_source
-        for f, rate in rates.items():
-            _kname, instr, unit = unit_fields[f]
-            vals[f] = rate / (sm * clock)
-            res.sources[f] = (
-                f"python -m validation: chains of {instr} on {sm} SMs x {_BLOCKS_PER_SM} blocks x {_THREADS} threads, "
-                f"{rate / 1e12:.3f} T{unit}/s / ({sm} SM x {clock / 1e6:.0f} MHz; {res.clock_source})"
-            )
-            log(f"  {instr}: {rate / 1e12:.2f} T{unit}/s = {vals[f]:.1f} {unit}/clk/SM at {clock / 1e6:.0f} MHz")
+    _measure_torch_ceilings(torch, res, quick, log)
+    _measure_unit_rates(torch, spec, sm, res, quick, log)
     res.seconds = time.perf_counter() - t0
     return res

@@ -34,17 +34,18 @@ def main(argv=None) -> int:
         p.error("needs torch and a CUDA GPU: pip install -e '.[gpu]'")
     import kernels
 
-    from .run import make_shape
+    from .plan import make_shape
 
     shape = make_shape(args.n, args.d, args.causal)  # the sweep's B and H for this N and d
     q, k, v = (torch.randn(shape["B"], shape["H"], args.n, args.d, device="cuda", dtype=torch.bfloat16)
                for _ in range(3))
     # without --config the kernel takes the configuration the model ranks first
     if args.kernel == "flash_sm80":
-        cfg = kernels.FlashConfig(*sizes, args.d) if sizes else None
+        from iomodel.families.flash_sm80 import FlashConfig
+        cfg = FlashConfig(*sizes, args.d) if sizes else None
         run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm80")  # noqa: E731
     elif args.kernel == "flash_sm90":
-        from kernels.sm90 import Sm90Config
+        from iomodel.families.flash_sm90 import Sm90Config
         cfg = Sm90Config(*sizes[:3], args.d, sizes[3]) if sizes else None
         run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm90")  # noqa: E731
     else:

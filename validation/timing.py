@@ -116,6 +116,19 @@ class _Timer:
         return outcome
 
 
+class _EventRun:
+    """The state of one ``CudaEventTimer.time_interleaved`` call: each callable's exception (None while it
+    runs), repeats and samples, and the call counter that rotates the input sets over all callables."""
+
+    def __init__(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
+                 on_error: Callable[[], None] | None):
+        self.fns, self.inputs, self.on_error = fns, inputs, on_error
+        self.failed: list[Exception | None] = [None] * len(fns)
+        self.repeats = [0] * len(fns)
+        self.samples: list[list[float]] = [[] for _ in fns]
+        self.call = 1  # the estimate used set 0
+
+
 class CudaEventTimer(_Timer):
     """Times ``fn(*inputs[i])`` with one pair of CUDA events per call.
 
@@ -148,6 +161,63 @@ class CudaEventTimer(_Timer):
         except Exception:  # noqa: BLE001 - a sticky CUDA error; the caller's records say so
             pass
 
+    def _fail(self, run: _EventRun, j: int, exc: Exception) -> None:
+        run.failed[j] = exc
+        self._recover(run.on_error)
+
+    def _estimate_repeats(self, run: _EventRun, j: int, rounds: int) -> None:
+        """Warm up callable ``j``, time one call of it, and choose its repeats from that."""
+        torch, fn, inputs = self.torch, run.fns[j], run.inputs
+        try:
+            for i in range(self.warmup):
+                fn(*inputs[i % len(inputs)])
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*inputs[0])
+            end.record()
+            torch.cuda.synchronize()
+            est = start.elapsed_time(end) / 1e3
+            # every round gets at least one call of every callable
+            run.repeats[j] = max(rounds, choose_repeats(est, target_s=self.target_s, min_repeats=self.min_repeats,
+                                                        max_repeats=self.max_repeats))
+        except Exception as exc:  # noqa: BLE001 - one bad callable must not stop the others
+            self._fail(run, j, exc)
+
+    def _launch_share(self, run: _EventRun, j: int, share: int) -> tuple[list, list] | None:
+        """Queue callable ``j``'s lead-in and ``share`` timed calls of a round: their start and end
+        events, or None when it raised."""
+        torch, fn, inputs = self.torch, run.fns[j], run.inputs
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
+        try:
+            # untimed lead-in calls: the first timed call then neither starts on an idle GPU
+            # (after the round's synchronize) nor right at the switch from another kernel
+            for _ in range(self.lead_in):
+                fn(*inputs[run.call % len(inputs)])
+                run.call += 1
+            for i in range(share):
+                args = inputs[run.call % len(inputs)]
+                run.call += 1
+                starts[i].record()
+                fn(*args)
+                ends[i].record()
+        except Exception as exc:  # noqa: BLE001
+            self._fail(run, j, exc)
+            return None
+        return starts, ends
+
+    def _collect_round(self, run: _EventRun, pending: list[tuple[int, list, list]]) -> None:
+        """Wait for the round's calls, then add each callable's event times to its samples."""
+        try:
+            self.torch.cuda.synchronize()
+            for j, starts, ends in pending:
+                run.samples[j].extend(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
+        except Exception as exc:  # noqa: BLE001 - an asynchronous error: no one callable to pin it on
+            for j, _s, _e in pending:
+                self._fail(run, j, exc)
+
     def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
                          rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
         """Time every callable: warm-up and estimate each, choose each one's
@@ -157,68 +227,20 @@ class CudaEventTimer(_Timer):
         result and leaves the later rounds; ``on_error`` runs after each such
         exception (default: a guarded synchronize)."""
         _check_args(inputs, rounds)
-        torch = self.torch
-        n_sets = len(inputs)
-        out: list[Exception | None] = [None] * len(fns)
-        repeats = [0] * len(fns)
-        samples: list[list[float]] = [[] for _ in fns]
-
-        def fail(j: int, exc: Exception) -> None:
-            out[j] = exc
-            self._recover(on_error)
-
-        for j, fn in enumerate(fns):
-            try:
-                for i in range(self.warmup):
-                    fn(*inputs[i % n_sets])
-                torch.cuda.synchronize()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn(*inputs[0])
-                end.record()
-                torch.cuda.synchronize()
-                est = start.elapsed_time(end) / 1e3
-                # every round gets at least one call of every callable
-                repeats[j] = max(rounds, choose_repeats(est, target_s=self.target_s, min_repeats=self.min_repeats,
-                                                        max_repeats=self.max_repeats))
-            except Exception as exc:  # noqa: BLE001 - one bad callable must not stop the others
-                fail(j, exc)
-        call = 1  # the estimate used set 0
+        run = _EventRun(fns, inputs, on_error)
+        for j in range(len(fns)):
+            self._estimate_repeats(run, j, rounds)
         for r in range(rounds):
             pending = []
             for j in round_order(len(fns), r):
-                if out[j] is not None:
+                if run.failed[j] is not None:
                     continue
-                share = round_share(repeats[j], rounds, r)
-                starts = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
-                ends = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
-                try:
-                    # untimed lead-in calls: the first timed call then neither starts on an idle GPU
-                    # (after the round's synchronize) nor right at the switch from another kernel
-                    for _ in range(self.lead_in):
-                        fns[j](*inputs[call % n_sets])
-                        call += 1
-                    for i in range(share):
-                        args = inputs[call % n_sets]
-                        call += 1
-                        starts[i].record()
-                        fns[j](*args)
-                        ends[i].record()
-                except Exception as exc:  # noqa: BLE001
-                    fail(j, exc)
-                    continue
-                pending.append((j, starts, ends))
-            if not pending:
-                continue
-            try:
-                torch.cuda.synchronize()
-                for j, starts, ends in pending:
-                    samples[j].extend(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
-            except Exception as exc:  # noqa: BLE001 - an asynchronous error: no one callable to pin it on
-                for j, _s, _e in pending:
-                    fail(j, exc)
-        return _outcomes(out, samples, n_sets, rounds)
+                events = self._launch_share(run, j, round_share(run.repeats[j], rounds, r))
+                if events is not None:
+                    pending.append((j, *events))
+            if pending:
+                self._collect_round(run, pending)
+        return _outcomes(run.failed, run.samples, len(inputs), rounds)
 
 
 class FakeTimer(_Timer):

@@ -1,0 +1,147 @@
+"""What every kernel family is: a typed tile configuration and the facts the model, the tile search,
+the kernels' chooser, the harness and the CLI read about it.
+
+A family pairs one CUDA kernel (its template parameters are the config's fields) with the relabeled
+diagram that describes it and the execution plan of its code. Its search space is the grid of
+`space` values filtered by the config's own `problems()`: the same check the kernel wrapper applies
+before it builds, so every configuration the search can pick is one the kernel builds and runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from ..errors import ModelError
+from ..plan import ExecutionPlan
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Base of the families' configs: frozen dataclasses of integers (the kernel's template parameters)."""
+
+    def problems(self) -> list[str]:
+        """Why the kernel cannot be built with this configuration (empty when it can)."""
+        return []
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        """A config from a mapping with every field (extra keys are refused, values must be integers)."""
+        names = cls.field_names()
+        unknown = sorted(set(d) - set(names))
+        missing = [n for n in names if n not in d]
+        if unknown or missing:
+            what = (f"unknown {', '.join(unknown)}" if unknown else "") + ("; " if unknown and missing else "") + (
+                f"missing {', '.join(missing)}" if missing else "")
+            raise ModelError(f"{cls.__name__} takes {', '.join(names)}: {what}")
+        vals = {}
+        for n in names:
+            v = d[n]
+            if isinstance(v, bool) or int(v) != v:
+                raise ModelError(f"{cls.__name__}.{n} must be an integer, got {v!r}")
+            vals[n] = int(v)
+        return cls(**vals)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kernel family: its config type, search space, shipped configs, model and labels."""
+
+    name: str                      # architecture in the name: flash_sm80, flash_sm90, ...
+    description: str
+    problem: str                   # which shape it takes: attention | matmul | softmax
+    config_type: type              # a TileConfig subclass
+    symbols: Mapping[str, str]     # config field -> diagram symbol it sets
+    plan: ExecutionPlan
+    build: Callable[[bool, bool], Any]   # (causal, grouped kv heads) -> diagram or program
+    label_format: str              # str.format over the config's fields
+    space: Mapping[str, tuple]     # candidate values per searched field, in enumeration order
+    shipped: tuple = ()            # configurations compiled, tested and measured (the kernels' chooser ranks these)
+    bound: Mapping[str, str] = field(default_factory=dict)  # config field -> shape field that fixes it (head_dim -> d)
+    head_dims: tuple[int, ...] = ()      # attention head dims the kernel is built for (empty: any)
+    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    kernel_plans: Mapping[str, ExecutionPlan] = field(default_factory=dict)  # kernel name -> plan where it differs
+    derived_symbols: Callable[[list], dict] | None = None  # configs -> {symbol: values} the code derives
+
+    # ---- configs
+    def label(self, config) -> str:
+        """A config in a few characters, e.g. ``128x64 w4 s2``."""
+        return self.label_format.format(**self.coerce_fields(config))
+
+    def coerce_fields(self, config) -> dict:
+        return config.as_dict() if isinstance(config, TileConfig) else dict(config)
+
+    def config(self, config, shape: Mapping | None = None):
+        """`config` (a config, or a mapping of its fields; fields bound to the shape may be left out) as
+        this family's config type, checked against the shape and the kernel's own constraints.
+        Raises ModelError (a ValueError) naming what is wrong."""
+        if isinstance(config, self.config_type):
+            cfg = config
+        elif isinstance(config, Mapping):
+            d = dict(config)
+            for fld, shape_key in self.bound.items():
+                if fld not in d and shape is not None and shape_key in shape:
+                    d[fld] = shape[shape_key]
+            cfg = self.config_type.from_dict(d)
+        else:
+            raise ModelError(f"{self.name} config must be a {self.config_type.__name__} or a mapping of its "
+                             f"fields, got {type(config).__name__}")
+        self._check_bound(cfg, shape)
+        problems = cfg.problems()
+        if problems:
+            raise ModelError(f"{self.name} cannot build {self.label(cfg)}: {'; '.join(problems)}")
+        return cfg
+
+    def _check_bound(self, cfg, shape: Mapping | None) -> None:
+        for fld, shape_key in self.bound.items():
+            if shape is not None and shape_key in shape and getattr(cfg, fld) != shape[shape_key]:
+                raise ModelError(f"config {fld} {getattr(cfg, fld)} does not match the shape's "
+                                 f"{shape_key}={shape[shape_key]}")
+
+    def tiles(self, config) -> dict:
+        """The searched sizes of a config (the fields the shape does not fix)."""
+        d = self.coerce_fields(config)
+        return {k: v for k, v in d.items() if k not in self.bound}
+
+    def candidates(self, shape: Mapping) -> list:
+        """Every grid point of the search space for `shape`, as configs (unchecked: see `problems`)."""
+        keys = list(self.space)
+        fixed = {fld: shape[key] for fld, key in self.bound.items()}
+        return [self.config_type(**dict(zip(keys, vals)), **fixed)
+                for vals in itertools.product(*(self.space[k] for k in keys))]
+
+    def shipped_for(self, shape: Mapping) -> list:
+        """The shipped configs that fit `shape` (its bound fields)."""
+        return [c for c in self.shipped
+                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items())]
+
+    # ---- the model's view
+    @property
+    def requires_wgmma(self) -> bool:
+        return self.plan.tensor_instruction == "wgmma"
+
+    def gpu_problem(self, spec) -> str:
+        """Why this GPU cannot run the family ("" when it can)."""
+        if self.requires_wgmma and spec.wgmma is None:
+            return f"{spec.key} has no wgmma"
+        return ""
+
+    def symbol_values(self, configs: Iterable) -> dict:
+        """Diagram symbol -> one value per config, for the model's vectorized evaluation."""
+        import numpy as np
+
+        configs = list(configs)
+        vals: dict = {}
+        if self.derived_symbols is not None:
+            vals.update(self.derived_symbols(configs))
+        for fld, sym in self.symbols.items():
+            vals[sym] = np.array([int(getattr(c, fld)) for c in configs], dtype=np.float64)
+        return vals

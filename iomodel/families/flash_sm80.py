@@ -1,0 +1,95 @@
+"""flash_sm80: FlashAttention forward with mma.sync, ldmatrix and cp.async (sm_80 and newer).
+
+Kernel: kernels/csrc/flash_fwd_sm80.cuh (``flash_fwd_kernel``), launched by kernels/flash_sm80.py.
+Each of the block's warps owns block_m / warps query rows; K and V chunks of block_n keys stream
+through a ring of `stages` SMEM slots.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import ExecutionPlan
+from .base import Family, TileConfig
+
+MMA_M, MMA_K = 16, 16   # mma.sync m16n8k16: rows per warp and the k of P.V come in these steps
+HEAD_DIMS = (64, 128, 256)
+
+
+@dataclass(frozen=True)
+class FlashConfig(TileConfig):
+    """Template parameters of ``flash_fwd_kernel`` (besides dtype and causal)."""
+
+    block_m: int   # query rows per block
+    block_n: int   # key rows per streamed chunk
+    warps: int     # warps per block; each owns block_m / warps query rows (multiple of 16)
+    stages: int    # (K chunk, V chunk) slots buffered in shared memory
+    head_dim: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def smem_bytes(self, elem_bytes: int = 2) -> int:
+        """Dynamic shared memory of one block, in bytes (exact): the Q tile and `stages` (K, V) chunks,
+        XOR-swizzled without padding; no static shared memory."""
+        return (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * elem_bytes
+
+    def problems(self) -> list[str]:
+        p = []
+        if self.warps < 1:
+            p.append("warps must be >= 1")
+        elif self.block_m <= 0 or self.block_m % (MMA_M * self.warps) != 0:
+            p.append(f"block_m ({self.block_m}) must be a positive multiple of 16*warps ({MMA_M * self.warps})")
+        if self.block_n <= 0 or self.block_n % MMA_K != 0:
+            p.append(f"block_n ({self.block_n}) must be a positive multiple of {MMA_K}")
+        if self.stages < 1:
+            p.append(f"stages ({self.stages}) must be >= 1")
+        if self.head_dim not in HEAD_DIMS:
+            p.append(f"head_dim ({self.head_dim}) must be one of {', '.join(map(str, HEAD_DIMS))}")
+        elif self.warps >= 1 and (32 * self.warps) % (self.head_dim // 8) != 0:
+            p.append("32*warps must be a multiple of head_dim/8 (16-byte chunks of a row per thread)")
+        return p
+
+
+def _shipped(*rows: tuple[int, int, int, int], head_dim: int) -> tuple[FlashConfig, ...]:
+    return tuple(FlashConfig(bm, bn, w, s, head_dim) for bm, bn, w, s in rows)
+
+
+#: Shipped configurations: (block_m, block_n, warps, stages) per head dim. All compile for sm_80 and
+#: sm_90a without spills (tests/kernels/test_build_sm80.py) and fit sm_80's 163 KB opt-in SMEM per block.
+SHIPPED: tuple[FlashConfig, ...] = _shipped(
+    (128, 128, 4, 1), (128, 128, 4, 2), (128, 64, 4, 1), (128, 64, 4, 2), (128, 64, 4, 3),
+    (128, 32, 4, 2), (64, 64, 4, 1), (64, 64, 4, 2), (64, 128, 4, 2), (128, 64, 8, 2),
+    (128, 128, 8, 2),
+    head_dim=64,
+) + _shipped(
+    (128, 64, 8, 1), (128, 64, 4, 2), (128, 32, 4, 1), (128, 32, 4, 2), (128, 32, 4, 3),
+    (64, 64, 4, 1), (64, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 1), (128, 64, 8, 2),
+    (128, 128, 8, 1),
+    head_dim=128,
+)
+
+
+def _diagram(causal: bool, gqa: bool):
+    from diagrams import library
+
+    kw = dict(kv_heads="Hk", heads="H") if gqa else {}
+    return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal, **kw)
+
+
+FAMILY = Family(
+    name="flash_sm80",
+    description="FlashAttention forward, mma.sync + cp.async, synchronous warps",
+    problem="attention",
+    config_type=FlashConfig,
+    symbols={"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
+    plan=ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=56, min_reg_overhead=40,
+                       interleave_max=1.4, step_latency_cycles_per_warp=70.0),
+    build=_diagram,
+    label_format="{block_m}x{block_n} w{warps} s{stages}",
+    space={"block_m": (16, 32, 64, 96, 128, 192, 256), "block_n": (16, 32, 48, 64, 96, 128, 160, 192, 256),
+           "warps": (1, 2, 4, 8, 16), "stages": (1, 2, 3, 4)},
+    shipped=SHIPPED,
+    bound={"head_dim": "d"},
+    head_dims=HEAD_DIMS,
+)

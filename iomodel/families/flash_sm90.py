@@ -1,0 +1,122 @@
+"""flash_sm90: FlashAttention forward for Hopper (sm_90a): TMA, wgmma and warp specialization.
+
+Kernel: kernels/csrc/flash_fwd_sm90.cuh (``sm90::flash_fwd_sm90<FwdTraits<...>>``), launched by
+kernels/flash_sm90.py. A producer warpgroup loads Q, K and V with TMA into a ring of `stages` SMEM
+slots; each of the `consumers` warpgroups owns 64 query rows (one wgmma row block) of the CTA's tile.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import ExecutionPlan
+from .base import Family, TileConfig
+
+WGMMA_M = 64                 # rows of one wgmma: each consumer warpgroup owns one row block
+HEAD_DIMS = (64, 128, 256)
+ALIGN_SLACK_BYTES = 1024     # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
+MBARRIER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Sm90Config(TileConfig):
+    """One compiled variant of the sm90 kernel.
+
+    block_m    query rows per CTA = 64 * consumers
+    block_n    keys per K/V chunk (multiple of 16, <= 256; registers limit it in practice)
+    stages     depth of the K/V shared-memory ring
+    head_dim   d (64, 128 or 256)
+    consumers  consumer warpgroups; the CTA has 128 * (consumers + 1) threads
+    """
+
+    block_m: int
+    block_n: int
+    stages: int
+    head_dim: int
+    consumers: int = 2
+
+    def problems(self) -> list[str]:
+        p = []
+        if self.consumers not in (1, 2, 3):
+            p.append(f"consumers must be 1, 2 or 3, got {self.consumers}")
+        elif self.block_m != WGMMA_M * self.consumers:
+            p.append(f"block_m must be 64 * consumers = {WGMMA_M * self.consumers} (one wgmma row block per "
+                     f"consumer warpgroup), got {self.block_m}")
+        if self.block_n % 16 or not 16 <= self.block_n <= 256:
+            p.append(f"block_n must be a multiple of 16 in [16, 256] (a wgmma n and k), got {self.block_n}")
+        if self.head_dim not in HEAD_DIMS:
+            p.append(f"head_dim must be one of {HEAD_DIMS}, got {self.head_dim}")
+        if self.stages < 1:
+            p.append(f"stages must be >= 1, got {self.stages}")
+        return p
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    def smem_bytes(self, elem_bytes: int = 2) -> int:
+        """Exact dynamic shared memory the kernel requests: 1024 (alignment slack) + the Q tile
+        + stages x (K chunk + V chunk) + 8 B per mbarrier (Q full and empty, and K full, K empty,
+        V full, V empty per stage). Static shared memory is 0."""
+        q = self.block_m * self.head_dim * elem_bytes
+        kv = self.stages * 2 * self.block_n * self.head_dim * elem_bytes
+        return ALIGN_SLACK_BYTES + q + kv + MBARRIER_BYTES * (2 + 4 * self.stages)
+
+    @property
+    def name(self) -> str:
+        return f"m{self.block_m}n{self.block_n}s{self.stages}d{self.head_dim}c{self.consumers}"
+
+
+#: Shipped variants: compiled without spills (tests/kernels/test_build_sm90.py) and checked and timed
+#: on the GPU by the validation sweep, which ranks several per head dim.
+SHIPPED: tuple[Sm90Config, ...] = (
+    Sm90Config(128, 128, 2, 64, 2),
+    Sm90Config(192, 128, 2, 64, 3),
+    Sm90Config(128, 176, 2, 64, 2),
+    Sm90Config(128, 64, 2, 64, 2),
+    Sm90Config(128, 96, 3, 64, 2),
+    Sm90Config(128, 128, 3, 64, 2),
+    Sm90Config(128, 192, 2, 64, 2),
+    Sm90Config(192, 64, 3, 64, 3),
+    Sm90Config(192, 96, 2, 64, 3),
+    Sm90Config(128, 128, 2, 128, 2),
+    Sm90Config(128, 176, 2, 128, 2),
+    Sm90Config(128, 128, 3, 128, 2),
+    Sm90Config(128, 64, 2, 128, 2),
+    Sm90Config(128, 96, 2, 128, 2),
+    Sm90Config(128, 160, 2, 128, 2),
+    Sm90Config(128, 96, 3, 128, 2),
+    Sm90Config(128, 64, 4, 128, 2),
+    Sm90Config(128, 80, 2, 256, 2),
+    Sm90Config(128, 64, 2, 256, 2),
+)
+
+
+def _diagram(causal: bool, gqa: bool):
+    from diagrams import library
+
+    # consumer warpgroups (128 threads) own `block_m / consumers` query rows each
+    kw = dict(kv_heads="Hk", heads="H") if gqa else {}
+    return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
+                                   unit_threads=128, skip_per_unit=True, **kw)
+
+
+FAMILY = Family(
+    name="flash_sm90",
+    description="FlashAttention forward, wgmma + TMA, warp-specialized",
+    problem="attention",
+    config_type=Sm90Config,
+    symbols={"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
+    plan=ExecutionPlan(overlap="warp-specialized", tensor_instruction="wgmma", reg_overhead=24,
+                       extra_threads=128, extra_thread_regs=24, register_operands=True,
+                       interleave_max=1.6, interleave_slope=0.4, step_latency_cycles=100.0,
+                       latency_hidden_by_stages=True, step_latency_cycles_per_warp=40.0,
+                       fill_steps=2.0, tensor_reads_smem=True,
+                       sync_bytes_per_buffer=16, smem_slack_bytes=1024),
+    build=_diagram,
+    label_format="{block_m}x{block_n} c{consumers} s{stages}",
+    space={"block_m": (64, 128, 192, 256, 384), "block_n": tuple(range(16, 257, 16)),
+           "stages": (1, 2, 3, 4), "consumers": (1, 2, 3)},
+    shipped=SHIPPED,
+    bound={"head_dim": "d"},
+    head_dims=HEAD_DIMS,
+)

@@ -1,0 +1,136 @@
+"""Finding a GPU spec: by key, device alias, TOML path or torch device name.
+
+Shipped specs live in ``iomodel/hardware_data/<key>.toml`` and are cached by key; a user's
+file is cached by path and modification time, so an edited file is read again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+from .facts import HardwareError
+from .gpu_spec import GpuSpec
+from .spec_schema import parse_spec
+from .toml_io import read_toml
+
+__all__ = ["DATA_DIR", "UnknownGpuError", "list_specs", "load_spec", "spec_for_device", "resolve_gpu"]
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "hardware_data"
+
+
+class UnknownGpuError(HardwareError):
+    """A name that is neither a shipped key, an alias nor a spec file."""
+
+
+_SPEC_CACHE: dict[str, GpuSpec] = {}
+_PATH_CACHE: dict[tuple[str, int], GpuSpec] = {}
+
+
+def list_specs() -> list[str]:
+    """Keys of the GPU specs shipped with iomodel, sorted."""
+    return sorted(p.stem for p in DATA_DIR.glob("*.toml"))
+
+
+def _norm(name: str) -> str:
+    """How names are compared: case, '_' versus ' ' and runs of whitespace do not matter."""
+    return " ".join(name.strip().lower().replace("_", " ").split())
+
+
+def _load_builtin(key: str) -> GpuSpec:
+    spec = _SPEC_CACHE.get(key)
+    if spec is None:
+        path = DATA_DIR / f"{key}.toml"
+        spec = parse_spec(read_toml(path), path.name, path)
+        if spec.key != key:
+            raise HardwareError(
+                f"{path.name}: field 'key' is {spec.key!r} but the file is named {key}.toml"
+            )
+        _SPEC_CACHE[key] = spec
+    return spec
+
+
+def _load_path(text: str) -> GpuSpec:
+    p = Path(text).expanduser()
+    if not p.is_file():
+        raise HardwareError(f"{text}: no such file")
+    st = p.stat()
+    ck = (str(p.resolve()), st.st_mtime_ns)
+    spec = _PATH_CACHE.get(ck)
+    if spec is None:
+        spec = parse_spec(read_toml(p), p.name, p.resolve())
+        _PATH_CACHE[ck] = spec
+    return spec
+
+
+def _alias_index() -> dict[str, str]:
+    """Normalized key, product name and alias -> key, over the shipped specs."""
+    index: dict[str, str] = {}
+    for key in list_specs():
+        spec = _load_builtin(key)
+        for alias in (spec.key, spec.name, *spec.aliases):
+            index.setdefault(_norm(alias), key)
+    return index
+
+
+def load_spec(name_or_path: str | os.PathLike | GpuSpec) -> GpuSpec:
+    """Load a GPU spec by key (``"h100-sxm"``), device alias or TOML path.
+
+    A :class:`GpuSpec` passes through unchanged.
+    """
+    if isinstance(name_or_path, GpuSpec):
+        return name_or_path
+    text = os.fspath(name_or_path)
+    if text in list_specs():
+        return _load_builtin(text)
+    if text.endswith(".toml") or os.sep in text or Path(text).expanduser().is_file():
+        return _load_path(text)
+    key = _alias_index().get(_norm(text))
+    if key is not None:
+        return _load_builtin(key)
+    raise UnknownGpuError(f"unknown GPU {text!r}: known are {', '.join(list_specs())}")
+
+
+def spec_for_device(device_name: str) -> GpuSpec:
+    """The shipped spec whose aliases include ``device_name`` (as torch reports it)."""
+    key = _alias_index().get(_norm(device_name))
+    if key is None:
+        known = [alias for k in list_specs() for alias in _load_builtin(k).aliases]
+        raise UnknownGpuError(
+            f"unknown GPU device {device_name!r}: known devices are {', '.join(known)}; "
+            f"pass --gpu-spec KEY or a TOML path"
+        )
+    return _load_builtin(key)
+
+
+def resolve_gpu(gpu: str | os.PathLike | GpuSpec) -> GpuSpec:
+    """The one way a tool turns what a user typed into a spec.
+
+    A :class:`GpuSpec` passes through; otherwise ``gpu`` is tried as a spec key, alias or
+    TOML path (:func:`load_spec`), then as a torch device name (:func:`spec_for_device`).
+    An unknown name raises :class:`UnknownGpuError` with one line listing the known keys and,
+    when one is close, a "did you mean" suggestion.  A spec file that exists but is broken
+    raises its own error (naming the file and field).
+    """
+    if isinstance(gpu, GpuSpec):
+        return gpu
+    text = os.fspath(gpu)
+    for lookup in (load_spec, spec_for_device):
+        try:
+            return lookup(text)
+        except UnknownGpuError:
+            pass
+    raise UnknownGpuError(_unknown_gpu_message(text))
+
+
+def _unknown_gpu_message(text: str) -> str:
+    message = f"unknown GPU {text!r}: known are {', '.join(list_specs())}"
+    # suggest a key or alias exactly as written in the spec, matched as names are compared
+    names: dict[str, str] = {}
+    for key in list_specs():
+        spec = _load_builtin(key)
+        for name in (key, *spec.aliases):
+            names.setdefault(_norm(name), name)
+    close = difflib.get_close_matches(_norm(text), list(names), n=1)
+    return message + (f"; did you mean {names[close[0]]!r}?" if close else "")

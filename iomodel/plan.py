@@ -1,0 +1,42 @@
+"""What a kernel family's code does that its diagram does not say: the execution plan.
+
+Kept apart from the model (`perf`) so that family modules, and the kernels that import their config
+types, load without sympy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ModelError
+
+OVERLAP_MODES = ("sync", "warp-specialized")
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """How a kernel family runs a diagram: facts about its code that the diagram does not carry."""
+    overlap: str = "sync"
+    tensor_instruction: str = "mma_sync"   # "mma_sync" | "wgmma"
+    reg_overhead: int = 40                 # registers per thread for addresses, indices, fragments (typical)
+    min_reg_overhead: int | None = None    # what the compiler can squeeze that to at the 255 cap (None: same)
+    extra_threads: int = 0                 # producer warps that hold no tile (warp specialization)
+    extra_thread_regs: int | None = None   # their registers after `setmaxnreg` (None: same as the others)
+    step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
+    latency_hidden_by_stages: bool = False  # a deeper ring (stages - 1 chunks ahead) hides that wait
+    step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
+    interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
+    interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
+    memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
+    fill_steps: float = 0.0                # stream steps per block that run without that overlap (pipeline fill)
+    dtype: str = "bf16"
+    # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack
+    sync_bytes_per_buffer: int = 0         # mbarriers per staged buffer (full, and empty for a ring)
+    smem_slack_bytes: int = 0              # alignment slack requested on top
+    fragment_buffers: int = 0              # k-steps of SMEM operand fragments held in registers
+    register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
+    tensor_reads_smem: bool = False        # the tensor instruction reads its SMEM operands itself (wgmma): that
+    #                                        traffic runs under the matrix product instead of as a phase of its own
+
+    def __post_init__(self):
+        if self.overlap not in OVERLAP_MODES:
+            raise ModelError(f"unknown overlap mode {self.overlap!r}; known: {', '.join(OVERLAP_MODES)}")

@@ -1,0 +1,68 @@
+"""The problems families solve (attention, matmul, softmax): shape fields, checks, symbols, FLOPs.
+
+A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention; ``M, N, K`` for a
+matmul; ``rows, cols`` for a softmax). This module is the one place that knows those fields.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .errors import ModelError
+
+DTYPES = ("bf16", "fp16")
+PROBLEM_FIELDS = {"attention": ("B", "H", "H_kv", "N_q", "N_k", "d"), "matmul": ("M", "N", "K"),
+                  "softmax": ("rows", "cols")}
+
+
+def check_shape(family, shape: Mapping) -> dict:
+    """`shape` with its defaults filled in (H_kv = H, N_k = N_q, not causal, bf16), checked for
+    `family`: positive integer sizes, whole query groups, a dtype and head dim the family supports."""
+    s = dict(shape)
+    problem = family.problem
+    if problem == "attention":
+        defaults = {"H_kv": s.get("H"), "N_k": s.get("N_q"), "causal": False, "dtype": "bf16"}
+    else:
+        defaults = {"dtype": "bf16", "causal": False}
+    for key, val in defaults.items():
+        s.setdefault(key, val)
+    for key in PROBLEM_FIELDS[problem]:
+        val = s.get(key)
+        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val <= 0:
+            raise ModelError(f"shape field {key} must be a positive integer, got {val!r}")
+    if problem == "attention" and s["H"] % s["H_kv"]:
+        raise ModelError(f"heads ({s['H']}) must be a multiple of kv heads ({s['H_kv']})")
+    if s["dtype"] not in family.dtypes:
+        raise ModelError(f"dtype {s['dtype']!r} not supported; use one of {', '.join(family.dtypes)}")
+    if family.head_dims and s["d"] not in family.head_dims:
+        raise ModelError(f"head dim {s['d']} not supported by {family.name}; supported: {family.head_dims}")
+    return s
+
+
+def shape_symbols(problem: str, shape: Mapping) -> dict:
+    """The diagram symbols a checked shape sets (the library's names for each problem's sizes)."""
+    if problem == "matmul":
+        return {"Ma": shape["M"], "Nc": shape["N"], "Kb": shape["K"]}
+    if problem == "softmax":
+        return {"R": shape["rows"], "C": shape["cols"]}
+    return {"B": shape["B"], "H": shape["H"], "N": shape["N_q"], "M": shape["N_k"],
+            "d": shape["d"], "Hk": shape["H_kv"], "g": shape["H"] // shape["H_kv"]}
+
+
+def conventional_flops(shape: Mapping) -> float:
+    """The FLOPs a result is reported against (ANCHORS.md): 4*B*H*N_q*N_k*d for attention, halved when
+    causal with N_q == N_k (the exact live fraction otherwise); 2*M*N*K for a matmul; 5 operations per
+    element for a softmax (max, subtract, exp, sum, divide)."""
+    if "K" in shape and "M" in shape:
+        return 2.0 * shape["M"] * shape["N"] * shape["K"]
+    if "rows" in shape:
+        return 5.0 * shape["rows"] * shape["cols"]
+    nq, nk = shape["N_q"], shape.get("N_k", shape["N_q"])
+    full = 4.0 * shape["B"] * shape["H"] * nq * nk * shape["d"]
+    if not shape.get("causal"):
+        return full
+    if nq == nk:
+        return full / 2
+    live = np.clip(np.arange(nq) + (nk - nq) + 1, 0, nk).sum()
+    return full * float(live) / (nq * nk)

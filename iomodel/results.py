@@ -1,0 +1,213 @@
+"""The results file of a validation run: its typed rows, load and save, and the labels every report prints.
+
+``python -m validation run`` writes one JSON file per run (a header of device, calibration, ceilings,
+options and notes, and ``rows``); ``python -m iomodel validate`` reads it back.  Both go through this
+module, so the format has one description.  A row is a :class:`ResultRow`; in the file it is a plain
+object whose optional keys (``error``, ``prediction``, ``timing``, ...) appear only when set.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .files import write_text_atomic
+
+__all__ = ["SCHEMA_VERSION", "ResultsError", "ResultRow", "as_row", "jsonable", "save_results", "load_results",
+           "shape_label", "shape_key", "config_dict", "config_label"]
+
+#: version of the file format written now; a reader refuses files of a newer one
+SCHEMA_VERSION = 1
+
+
+class ResultsError(ValueError):
+    """A results file that cannot be read, in one line naming the file."""
+
+
+@dataclass
+class ResultRow:
+    """One row of a results file: a kernel (or peer) with one config on one shape, whether its output
+    passed the check, its measured time and the model's prediction made during the run."""
+
+    kernel: str
+    config: dict | None = None            # the config's fields; None for peers
+    config_label: str = ""                # as written at run time: committed files keep their labels
+    why: str = ""                         # "sweep" (every config at the sweep N), "model-top" or "peer"
+    predicted_rank: int | None = None     # the model's rank of the config among the shape's candidates
+    shape: dict = field(default_factory=dict)
+    ok: bool = False                      # checked and timed
+    max_rel_err: float | None = None
+    measured_ms: float | None = None
+    measured_tflops: float | None = None
+    predicted_ms: float | None = None
+    predicted_tflops: float | None = None
+    predicted_bottleneck: str | None = None
+    # written only when set
+    prediction: dict | None = None
+    peer_prediction: dict | None = None
+    prediction_error: str | None = None
+    error: str | None = None
+    traceback_tail: str | None = None
+    timing: dict | None = None
+    extra: dict = field(default_factory=dict)  # keys this version does not know, kept so a rewrite loses none
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "row") -> "ResultRow":
+        if not isinstance(d, Mapping):
+            raise ResultsError(f"{where}: not an object")
+        if not isinstance(d.get("kernel"), str) or not isinstance(d.get("shape"), Mapping):
+            raise ResultsError(f"{where}: no 'kernel' and 'shape'; not a validation results row")
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        row = cls(**{k: v for k, v in d.items() if k in names})
+        row.shape = dict(row.shape)
+        row.extra = {k: v for k, v in d.items() if k not in names}
+        return row
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the file holds it: the fixed keys, then the optional ones that are set."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "extra" or (f.name in _WHEN_SET and v is None):
+                continue
+            out[f.name] = v
+        out.update(self.extra)
+        return out
+
+
+_WHEN_SET = ("prediction", "peer_prediction", "prediction_error", "error", "traceback_tail", "timing")
+
+
+def as_row(row: ResultRow | Mapping[str, Any]) -> ResultRow:
+    return row if isinstance(row, ResultRow) else ResultRow.from_dict(row)
+
+
+# --------------------------------------------------------------------------- save
+
+def jsonable(x: Any) -> Any:
+    """Convert to plain JSON types; non-finite floats become None."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, ResultRow):
+        return jsonable(x.as_dict())
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return jsonable(dataclasses.asdict(x))
+    # numpy scalars and arrays, without importing numpy
+    if hasattr(x, "tolist"):
+        return jsonable(x.tolist())
+    if hasattr(x, "item"):
+        try:
+            return jsonable(x.item())
+        except Exception:  # noqa: BLE001 - not a numpy scalar after all: its str below
+            pass
+    return str(x)
+
+
+def save_results(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` (a results dict, rows typed or plain) as JSON to ``path`` atomically: a reader,
+    or a run interrupted mid-write, never sees a half-written file."""
+    return write_text_atomic(path, json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")
+
+
+# --------------------------------------------------------------------------- load
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: not a JSON object; not a validation results file")
+    data["_source"] = str(path)
+    return data
+
+
+def _typed(data: dict[str, Any]) -> dict[str, Any]:
+    """Check a results dict and type its rows."""
+    src = data["_source"]
+    if not isinstance(data.get("rows"), list):
+        raise ResultsError(f"{src}: no 'rows' list; not a validation results file")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ResultsError(f"{src}: schema_version {version!r} is newer than this iomodel reads ({SCHEMA_VERSION})")
+    data["rows"] = [r if isinstance(r, ResultRow) else ResultRow.from_dict(r, f"{src}: row {i}")
+                    for i, r in enumerate(data["rows"])]
+    return data
+
+
+def load_results(paths: str | os.PathLike | Mapping | Iterable) -> list[dict[str, Any]]:
+    """Results files (a path, an already loaded dict, or a list of them) as dicts with typed ``rows``
+    and ``_source`` (the path).  Raises ResultsError naming the file on anything unreadable."""
+    if isinstance(paths, (str, os.PathLike, Mapping)):
+        paths = [paths]
+    out = []
+    for p in paths:
+        if isinstance(p, Mapping):
+            data = dict(p)
+            data.setdefault("_source", str(data.get("device", "results")))
+        else:
+            data = _read(Path(p))
+        out.append(_typed(data))
+    return out
+
+
+# --------------------------------------------------------------------------- labels
+
+def shape_label(shape: Mapping[str, Any]) -> str:
+    """``d128 N4096 B4H16 causal``: ``/H_kv`` after H for grouped K/V heads, the dtype when not bf16."""
+    n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
+    kv = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f"/{shape['H_kv']}"
+    dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
+    return f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{kv}{' causal' if shape.get('causal') else ''}{dt}"
+
+
+def shape_key(shape: Mapping[str, Any]) -> str:
+    """A shape as a hashable string: rows with equal keys have the same shape."""
+    return json.dumps(dict(shape), sort_keys=True)
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    """A tile configuration (dict, ``as_dict()`` object or dataclass) as a plain dict; None -> {}."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    if hasattr(cfg, "as_dict"):
+        return dict(cfg.as_dict())
+    if dataclasses.is_dataclass(cfg):
+        return dataclasses.asdict(cfg)
+    return dict(vars(cfg))
+
+
+def config_label(kernel: str, cfg: Any) -> str:
+    """A row's config in a few characters: the family's own label (``128x64 w4 s2``, ``128x128 c2 s3``,
+    ``128x128x32 w4 s3``); ``-`` without a config; ``field=value,...`` for a kernel outside the
+    registry or a config missing a field the label names."""
+    from . import families
+
+    d = config_dict(cfg)
+    if not d:
+        return "-"
+    fam = families.FAMILIES.get(kernel)
+    if fam is not None:
+        try:
+            return fam.label(d)
+        except (KeyError, IndexError):
+            pass
+    return ",".join(f"{k}={v}" for k, v in d.items())

@@ -1,0 +1,108 @@
+"""Which kernel family runs, with which configuration.
+
+* A typed config picks its own family; a dict with ``consumers`` is a flash_sm90 config, any other
+  dict a flash_sm80 one.
+* ``config=None`` asks the model (``iomodel.chooser.choose``): the best predicted shipped config over
+  the families this GPU runs (flash_sm80 everywhere, flash_sm90 too on an sm_90 GPU), cached there
+  per (GPU, families, shape).  The unfused kernel takes its family's first shipped config.
+* :func:`prepare` is the common front of every family's launch: inputs, scale, config, shared
+  memory and GPU checked once, in one order.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Mapping
+
+from iomodel import families
+
+from . import driver
+from .checks import check_config, check_qkv, check_scale, check_smem
+
+__all__ = ["FLASH_BACKENDS", "RUNNABLE", "Call", "runner", "flash_family", "config_family", "choose",
+           "config_for", "prepare"]
+
+FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
+RUNNABLE = ("flash_sm80", "flash_sm90", "unfused")   # registry names kernels.run takes (= module names)
+_WGMMA_CAPABILITY = (9, 0)
+
+
+def runner(family: str):
+    """The module that launches `family` (its ``attention(q, k, v, causal, config, scale)`` runs it)."""
+    if family not in RUNNABLE:
+        raise ValueError(f"no kernel for family {family!r}{families.suggest(family, RUNNABLE)}; "
+                         f"kernels run {', '.join(RUNNABLE)}")
+    return importlib.import_module(f"{__package__}.{family}")
+
+
+def config_family(config) -> str:
+    """The flash family a config belongs to (objects of no flash family go to flash_sm80, whose
+    config check then names what is wrong)."""
+    if isinstance(config, Mapping):
+        return "flash_sm90" if "consumers" in config else "flash_sm80"
+    for name in FLASH_BACKENDS.values():
+        if isinstance(config, families.get(name).config_type):
+            return name
+    return "flash_sm80"
+
+
+def choose(names, shape: dict, index: int):
+    """The model's pick (an ``iomodel.api.Prediction``: ``.kernel``, ``.config``) over the families
+    `names` for `shape` on CUDA device `index`."""
+    from iomodel import chooser
+
+    return chooser.choose(list(names), driver.device_props(index).name, shape)
+
+
+def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
+    """(family, config) of a flash_attention call: the backend's family, the config's own, or the model's
+    pick over the flash families of this GPU."""
+    if backend not in ("auto", *FLASH_BACKENDS):
+        raise ValueError(f"backend must be 'auto', 'sm80' or 'sm90', got {backend!r}")
+    if backend != "auto":
+        return FLASH_BACKENDS[backend], config
+    if config is not None:
+        return config_family(config), config
+    head_dims = tuple(sorted({d for n in FLASH_BACKENDS.values() for d in families.get(n).head_dims}))
+    shape = check_qkv(q, k, v, head_dims=head_dims)
+    index = driver.device_index(q.device)
+    names = list(FLASH_BACKENDS.values()) if driver.capability(index) == _WGMMA_CAPABILITY else ["flash_sm80"]
+    pick = choose(names, {**shape, "causal": bool(causal)}, index)
+    return pick.kernel, pick.config
+
+
+def config_for(family: str, config, shape: dict, index: int):
+    """The typed, checked config of a launch; None: the model's pick (unfused: its first shipped one)."""
+    if config is not None:
+        return check_config(family, config, shape)
+    if family == "unfused":
+        return families.get(family).shipped[0]
+    return choose([family], shape, index).config
+
+
+@dataclass(frozen=True)
+class Call:
+    """A checked launch: shape (B, H, H_kv, N_q, N_k, d, causal, dtype), config, scale, device index and
+    the config's dynamic shared memory in bytes."""
+
+    shape: dict
+    config: object
+    scale: float
+    device: int
+    smem: int
+
+
+def prepare(family: str, q, k, v, causal, config, scale) -> Call:
+    """Check a launch of `family` (inputs, GPU, scale, config, shared memory) and resolve its config."""
+    fam = families.get(family)
+    shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), "causal": bool(causal)}
+    index = driver.device_index(q.device)
+    cap = driver.capability(index)
+    if fam.requires_wgmma and cap != _WGMMA_CAPABILITY:
+        raise RuntimeError(f"the {family} kernel needs an sm_90 (Hopper) GPU, {driver.device_props(index).name} "
+                           f"is sm_{cap[0]}{cap[1]}")
+    sc = check_scale(scale, shape["d"])
+    cfg = config_for(family, config, shape, index)
+    smem = cfg.smem_bytes(q.element_size())
+    check_smem(family, cfg, smem, driver.max_smem_optin(index))
+    return Call(shape, cfg, sc, index, smem)

@@ -1,0 +1,215 @@
+"""The CUDA driver layer of every kernel: ctypes ``libcuda``, no CuPy.
+
+Kernels run in the primary context of torch's device (the one torch itself uses), so torch tensors'
+pointers are valid in it and launches go on torch's current stream in stream order with torch's own
+work.  Per device: modules are loaded once, functions looked up once and opted in to the dynamic
+shared memory they launch with.  Launch arguments are ctypes values in the kernel's parameter order
+(``c_void_p`` pointers, ``c_longlong``, ``c_int``, ``c_float``, or a tensor map passed by value).
+torch is imported inside the functions.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from dataclasses import dataclass
+
+from . import runtime
+
+__all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "kernel", "launch",
+           "tensor_map", "current_stream", "ptr", "strides"]
+
+vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
+
+
+class _Driver:
+    """Minimal ctypes binding of the CUDA driver API (libcuda.so.1)."""
+
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+    TMA_DTYPE = {"fp16": 6, "bf16": 9}  # CU_TENSOR_MAP_DATA_TYPE_FLOAT16 / BFLOAT16
+    SWIZZLE_128B = 3
+    L2_PROMOTION_256B = 3
+
+    def __init__(self):
+        self.lib = L = ctypes.CDLL("libcuda.so.1")
+        L.cuInit.argtypes = [u32]
+        L.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
+        L.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
+        L.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(i32), i32, i32]
+        L.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(vp), i32]
+        L.cuCtxGetCurrent.argtypes = [ctypes.POINTER(vp)]
+        L.cuCtxSetCurrent.argtypes = [vp]
+        L.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
+        L.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
+        L.cuFuncSetAttribute.argtypes = [vp, i32, i32]
+        L.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)]
+        L.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                             ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                                             i32, i32, i32, i32]
+        self.check(L.cuInit(0), "cuInit")
+        self._ctx: dict[int, int] = {}
+
+    def check(self, res: int, what: str) -> None:
+        if res != 0:
+            name = ctypes.c_char_p()
+            self.lib.cuGetErrorName(res, ctypes.byref(name))
+            raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else res}")
+
+    def use_device(self, index: int) -> None:
+        """Make the device's primary context (the one torch uses) current on this thread."""
+        ctx = self._ctx.get(index)
+        if ctx is None:
+            dev, c = ctypes.c_int(), ctypes.c_void_p()
+            self.check(self.lib.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
+            self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(c), dev.value), "cuDevicePrimaryCtxRetain")
+            ctx = self._ctx[index] = c.value
+        cur = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(cur)), "cuCtxGetCurrent")
+        if cur.value != ctx:
+            self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+    def max_smem_optin(self, index: int) -> int:
+        v = ctypes.c_int()
+        self.check(self.lib.cuDeviceGetAttribute(ctypes.byref(v), self.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                                 index), "cuDeviceGetAttribute")
+        return v.value
+
+    def load_module(self, cubin: bytes) -> int:
+        """Load `cubin` into the current context."""
+        mod = ctypes.c_void_p()
+        self.check(self.lib.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
+        return mod.value
+
+    def function(self, module: int, symbol: str) -> int:
+        fn = ctypes.c_void_p()
+        self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, symbol.encode()),
+                   f"cuModuleGetFunction({symbol})")
+        return fn.value
+
+    def set_max_dynamic_smem(self, fn: int, smem: int) -> None:
+        self.check(self.lib.cuFuncSetAttribute(fn, self.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+    def tensor_map(self, dtype: str, ptr: int, dims, strides_bytes, box):
+        """Tiled tensor map, SWIZZLE_128B, zero OOB fill, 256-B L2 promotion.  dims innermost first."""
+        tm = (u64 * 16)()
+        rank = len(dims)
+        gdim = (u64 * rank)(*dims)
+        gstr = (u64 * (rank - 1))(*strides_bytes)
+        bdim = (ctypes.c_uint32 * rank)(*box)
+        estr = (ctypes.c_uint32 * rank)(*([1] * rank))
+        self.check(self.lib.cuTensorMapEncodeTiled(ctypes.addressof(tm), self.TMA_DTYPE[dtype], rank, ptr, gdim, gstr,
+                                                   bdim, estr, 0, self.SWIZZLE_128B, self.L2_PROMOTION_256B, 0),
+                   f"cuTensorMapEncodeTiled(dims={list(dims)}, strides={list(strides_bytes)}, box={list(box)})")
+        return tm
+
+    def launch(self, fn: int, grid, block, smem: int, stream: int, args) -> None:
+        # kernelParams: the address of each argument (ctypes.addressof: ctypes.cast(pointer(a)) costs
+        # ~4 us an argument, the launch's largest host cost); `args` keeps the values alive meanwhile
+        params = (vp * len(args))(*[ctypes.addressof(a) for a in args])
+        self.check(self.lib.cuLaunchKernel(fn, *grid, *block, smem, stream, params, None), "cuLaunchKernel")
+
+
+@functools.cache
+def _get() -> _Driver:
+    """The process's CUDA driver binding, loaded on first use."""
+    return _Driver()
+
+
+# ------------------------------------------------------------------------------------ devices
+def device_index(device) -> int:
+    """The CUDA device index of a torch device (its own, else torch's current one)."""
+    if device.index is not None:
+        return device.index
+    import torch
+
+    return torch.cuda.current_device()
+
+
+@functools.lru_cache(maxsize=None)
+def device_props(index: int):
+    """torch's properties of CUDA device `index` (name, capability, SM count, L2 size), cached."""
+    import torch
+
+    return torch.cuda.get_device_properties(index)
+
+
+def capability(index: int) -> tuple[int, int]:
+    p = device_props(index)
+    return p.major, p.minor
+
+
+@functools.lru_cache(maxsize=None)
+def max_smem_optin(index: int) -> int:
+    """Opt-in dynamic shared memory per block of device `index`, in bytes."""
+    return _get().max_smem_optin(index)
+
+
+# ------------------------------------------------------------------------------------ kernels
+@dataclass(frozen=True)
+class Kernel:
+    """A function of a loaded module on one device."""
+
+    fn: int
+    name: str      # what the caller asked for (a template-id or an extern "C" name), for messages
+    device: int
+
+
+_loaded: dict[tuple[int, str], int] = {}          # (device, module key) -> CUmodule
+_lock = threading.Lock()
+_kernels: dict[tuple[int, str, str], Kernel] = {}  # (device, module key, name) -> Kernel
+_smem_optin: dict[int, int] = {}                  # CUfunction -> dynamic SMEM it is opted in to
+
+
+def kernel(index: int, module, name: str, smem: int) -> Kernel:
+    """Kernel `name` of a compiled module (``kernels.compile.Module``) on device `index`, allowed `smem`
+    bytes of dynamic shared memory (above 48 KB a function must opt in)."""
+    drv = _get()
+    key = (index, module.key, name)
+    with _lock:
+        drv.use_device(index)
+        k = _kernels.get(key)
+        if k is None:
+            mod = _loaded.get(key[:2])
+            if mod is None:
+                mod = _loaded[key[:2]] = drv.load_module(module.cubin)
+            k = _kernels[key] = Kernel(drv.function(mod, module.symbol(name)), name, index)
+        if smem > _smem_optin.get(k.fn, 0):
+            drv.set_max_dynamic_smem(k.fn, smem)
+            _smem_optin[k.fn] = smem
+    return k
+
+
+def current_stream(index: int):
+    import torch
+
+    return torch.cuda.current_stream(index)
+
+
+def launch(k: Kernel, grid: tuple, block: tuple, args: list, smem: int, stream=None) -> None:
+    """Launch on `stream` (default: torch's current stream of the kernel's device); in debug mode
+    synchronise and raise any CUDA error as a RuntimeError naming the launch."""
+    drv = _get()
+    stream = current_stream(k.device) if stream is None else stream
+    drv.use_device(k.device)
+    drv.launch(k.fn, grid, block, smem, stream.cuda_stream, args)
+    runtime.debug_sync(stream.synchronize, k.name, grid, block, smem)
+
+
+def tensor_map(index: int, dtype: str, ptr_: int, dims, strides_bytes, box):
+    """A TMA descriptor (CUtensorMap, 128 bytes) for a kernel parameter passed by value."""
+    drv = _get()
+    drv.use_device(index)
+    return drv.tensor_map(dtype, ptr_, dims, strides_bytes, box)
+
+
+# ------------------------------------------------------------------------------------ arguments
+def ptr(t) -> ctypes.c_void_p:
+    """A tensor's data pointer as a kernel argument (None: a null pointer)."""
+    return ctypes.c_void_p(t.data_ptr() if t is not None else 0)
+
+
+def strides(t, dims: int = 3) -> list[ctypes.c_longlong]:
+    """The element strides of a tensor's leading `dims` dimensions as ``long long`` arguments."""
+    return [ctypes.c_longlong(t.stride(i)) for i in range(dims)]

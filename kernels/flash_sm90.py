@@ -1,0 +1,144 @@
+"""FlashAttention forward for Hopper (family ``flash_sm90``, ``csrc/flash_fwd_sm90.cuh``): TMA + wgmma +
+warp specialization.  Argument preparation and launch: the TMA descriptors of Q, K and V, the causal
+scheduling sections, the dynamic schedule's tile counter and the persistent grid.  One module per
+(config, dtype, causal, compile-time switches), built for sm_90a.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from . import codegen, compile, driver, runtime
+from .dispatch import prepare
+
+__all__ = ["FAMILY", "ARCH", "attention", "module", "heads_per_section", "PERSISTENT", "DEFAULT_DEFINES"]
+
+FAMILY = "flash_sm90"
+ARCH = "sm_90a"
+LOG2E = 1.4426950408889634
+TMA_BOX_COLS = 64    # a TMA box row is 64 elements = 128 bytes, one SWIZZLE_128B atom row
+# Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
+PERSISTENT = True
+# Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
+# FwdTraits) and SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
+DEFAULT_DEFINES: tuple[str, ...] = ()
+# Causal tile order: sections of heads whose K and V together take at most this share of the L2, so
+# that the CTAs running at once re-read K/V the L2 still holds (TileInfo in the kernel).  Sections
+# only pay when a head's K/V is small: below MIN_SECTION_HEADS heads per section all tiles go
+# longest first over all heads.  0 turns sections off.
+L2_SECTION_SHARE = 0.4
+MIN_SECTION_HEADS = 8
+# Tile indices are 32-bit in the kernel.
+INDEX_LIMIT = 2**31
+
+
+def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = ()) -> compile.Module:
+    """The compiled module of one variant (sm_90a); needs no GPU."""
+    return compile.build(codegen.sm90_unit([(cfg, dtype, causal)]), ARCH, defines=defines, label=FAMILY)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...], smem: int) -> driver.Kernel:
+    return driver.kernel(index, module(cfg, dtype, causal, defines), codegen.sm90_kernel(cfg, dtype, causal), smem)
+
+
+def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
+    """Query heads per causal scheduling section (B * H: one section)."""
+    group = H // H_kv
+    kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
+    if kv_heads * group < MIN_SECTION_HEADS:
+        return B * H
+    return max(1, min(B * H, kv_heads * group))
+
+
+def _tma_dims(t):
+    """(dims innermost first, strides in bytes) of a (B, H, N, d) tensor, size-1 dims given a legal stride."""
+    B, H, N, d = t.shape
+    es = t.element_size()
+    s_n = t.stride(2) * es if N > 1 else d * es
+    s_h = t.stride(1) * es if H > 1 else N * s_n
+    s_b = t.stride(0) * es if B > 1 else H * s_h
+    return [d, N, H, B], [s_n, s_h, s_b]
+
+
+def _tensor_maps(index: int, dtype: str, cfg, q, k, v) -> list:
+    """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows)."""
+    maps = []
+    for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n)):
+        dims, strides_bytes = _tma_dims(t)
+        maps.append(driver.tensor_map(index, dtype, t.data_ptr(), dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
+    return maps
+
+
+_counters: dict[tuple[int, int], object] = {}
+
+
+def _tile_counter(index: int, stream):
+    """The dynamic schedule's tile counter for (device, stream), zeroed on that stream (one per
+    stream, so kernels running at once on different streams never share one)."""
+    import torch
+
+    key = (index, stream.cuda_stream)
+    c = _counters.get(key)
+    if c is None:
+        c = _counters[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{index}")
+    c.zero_()
+    return c
+
+
+def _outputs(q, shape: dict, return_lse: bool, out):
+    """O (the caller's `out` when given: contiguous, of O's shape, dtype and device) and LSE or None."""
+    import torch
+
+    o_shape = (shape["B"], shape["H"], shape["N_q"], shape["d"])
+    if out is None:
+        out = runtime.empty(o_shape, q.dtype, q.device)
+    elif tuple(out.shape) != o_shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {o_shape} on {q.device}")
+    lse = runtime.empty(o_shape[:3], torch.float32, q.device) if return_lse else None
+    return out, lse
+
+
+def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None) -> int:
+    B, H = shape["B"], shape["H"]
+    if sections is None:
+        sections = (heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
+                    if shape["causal"] else B * H)
+    return max(1, min(int(sections), B * H))
+
+
+def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
+              _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None):
+    """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
+
+    q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other strides
+    multiples of 16 bytes (any layout, e.g. a (B, N, H, d) tensor transposed, is read in place through
+    the TMA descriptor: no copy).  H % H_kv == 0.  causal: bottom-right aligned; a query row that sees
+    no key gets O = 0 and LSE = -inf.  Returns O (B, H, N_q, d) in the input dtype, and with return_lse
+    the natural-log LSE (B, H, N_q) float32.  ``out`` may be a preallocated contiguous output tensor.
+    ``config``: an Sm90Config (or a dict of its fields); None asks the model (``iomodel.chooser``).
+    Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
+    ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
+    (default :func:`heads_per_section`).
+    """
+    call = prepare(FAMILY, q, k, v, causal, config, scale)
+    s, cfg, dev = call.shape, call.config, call.device
+    B, H, N_q = s["B"], s["H"], s["N_q"]
+    if max(N_q, s["N_k"]) >= INDEX_LIMIT - 256 or B * H * -(-N_q // 64) >= INDEX_LIMIT:
+        raise ValueError(f"problem too large for 32-bit tile indices: B={B}, H={H}, N_q={N_q}, N_k={s['N_k']}")
+    out, lse = _outputs(q, s, return_lse, out)
+    defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
+    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, call.smem)
+    props = driver.device_props(dev)
+    num_tiles = -(-N_q // cfg.block_m) * H * B
+    persistent = PERSISTENT if _persistent is None else bool(_persistent)
+    grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
+    stream = driver.current_stream(dev)
+    # causal kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
+    counter = _tile_counter(dev, stream) if s["causal"] and s["d"] <= 128 else None
+    i32 = ctypes.c_int
+    args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
+            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(call.scale * LOG2E),
+            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter)]
+    driver.launch(kern, grid, (cfg.threads, 1, 1), args, call.smem, stream)
+    return (out, lse) if return_lse else out

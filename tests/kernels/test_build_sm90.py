@@ -1,0 +1,95 @@
+"""CPU checks of the sm90 FlashAttention kernel: configs, SMEM formula, kernel text, the generated
+wgmma header, and an nvcc build of every shipped config for sm_90a (no spills, setmaxnreg honoured,
+no wgmma serialisation, no static SMEM).  The build tests skip when nvcc is not on PATH."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from iomodel import families
+from iomodel.errors import ModelError
+from iomodel.families.flash_sm90 import ALIGN_SLACK_BYTES, MBARRIER_BYTES, SHIPPED, Sm90Config
+from kernels import codegen, compile, reports
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+H100_MAX_SMEM = 232448  # opt-in limit per block (227 KiB)
+
+
+def test_smem_formula_terms():
+    c = Sm90Config(128, 128, 2, 128, 2)
+    # 1024 slack + Q 128*128*2 + 2 stages * (K + V) 2*128*128*2 + 8 * (2 + 4*2) mbarriers
+    assert c.smem_bytes(2) == 1024 + 32768 + 2 * 65536 + 80
+    assert c.smem_bytes(2) == (ALIGN_SLACK_BYTES + c.block_m * 128 * 2 + c.stages * 2 * c.block_n * 128 * 2
+                               + MBARRIER_BYTES * (2 + 4 * c.stages))
+    for cfg in SHIPPED:
+        assert cfg.smem_bytes(2) <= H100_MAX_SMEM, cfg
+
+
+@pytest.mark.parametrize("kwargs", [dict(block_m=128, block_n=128, stages=2, head_dim=96),
+                                    dict(block_m=100, block_n=128, stages=2, head_dim=64),
+                                    dict(block_m=128, block_n=120, stages=2, head_dim=64),
+                                    dict(block_m=128, block_n=128, stages=0, head_dim=64),
+                                    dict(block_m=256, block_n=128, stages=2, head_dim=64, consumers=4)])
+def test_config_rejects(kwargs):
+    cfg = Sm90Config(**kwargs)
+    assert cfg.problems()
+    with pytest.raises(ModelError):
+        families.get("flash_sm90").config(cfg, {"d": cfg.head_dim})
+
+
+def test_shipped_cover_head_dims():
+    fam = families.get("flash_sm90")
+    for d in (64, 128, 256):
+        assert fam.shipped_for({"d": d}), d
+
+
+def test_kernel_text():
+    cfg = Sm90Config(128, 128, 2, 128, 2)
+    name = codegen.sm90_kernel(cfg, "bf16", True)
+    assert name == "flash_fwd_sm90_m128n128s2d128c2_bf16_causal"
+    unit = codegen.sm90_unit([(cfg, "bf16", True), (cfg, "fp16", False)])
+    assert unit.startswith('#include "flash_fwd_sm90.cuh"\n')
+    assert "sm90::FwdTraits<128, 128, 2, 128, 2, true, true>" in unit
+    assert "sm90::FwdTraits<128, 128, 2, 128, 2, false, false>" in unit
+    assert unit.count('extern "C" __global__') == 2
+    with pytest.raises(ValueError, match="dtype"):
+        codegen.sm90_kernel(cfg, "fp8", False)
+
+
+def test_wgmma_header_in_sync():
+    assert (codegen.CSRC / codegen.WGMMA_HEADER).read_text() == codegen.wgmma_header_text()
+
+
+@pytest.fixture(scope="module")
+def report():
+    return reports.sm90_resources()
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_every_shipped_config_builds_clean(report):
+    names = [k for k in report if not k.startswith("_")]
+    assert len(names) == len(SHIPPED) * 2 * 2
+    for name in names:
+        r = report[name]
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, (name, r)
+        assert r["stack_frame"] == 0, (name, r)
+        assert r["static_smem"] == 0, (name, r)
+        # C7508: setmaxnreg ignored; C7509-C7515: wgmma serialised / fences injected
+        assert not r["ptxas_codes"], (name, r["ptxas_codes"])
+    assert "C7508" not in report["_log"]
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_smem_formula_matches_kernel(tmp_path):
+    lines = ['#include "flash_fwd_sm90.cuh"']
+    for i, c in enumerate(SHIPPED):
+        lines.append(f"static_assert(sm90::FwdTraits<{c.block_m}, {c.block_n}, {c.stages}, {c.head_dim}, "
+                     f"{c.consumers}, true, false>::kSmemBytes == {c.smem_bytes(2)}, \"cfg {i}\");")
+    cu = tmp_path / "smem.cu"
+    cu.write_text("\n".join(lines) + "\n")
+    res = subprocess.run(["nvcc", "-cubin", compile.gencode("sm_90a"), compile.STD, f"-I{compile.CSRC}", str(cu),
+                          "-o", str(tmp_path / "smem.cubin")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

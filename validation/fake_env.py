@@ -1,0 +1,152 @@
+"""``FakeEnv``: the sweep's device on a CPU (``--dry-run``): fake ceilings, kernels, outputs and timer.
+
+The sweep is written against a small environment interface (``measure_ceilings``, ``families``,
+``peers``, ``make_inputs``, ``reference``, ``check``, ``memory_problem``, ``checking``, ``sync``,
+``release``, ``timer``); ``TorchEnv`` (validation/torch_env.py) is the real one.  This one imports
+neither torch nor the kernels, so the sweep, the JSON and the statistics can be checked anywhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Iterable, Mapping
+
+from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
+from iomodel.problems import conventional_flops
+from iomodel.results import config_dict, config_label
+
+from .plan import KernelFamily
+from .timing import FakeTimer
+
+__all__ = ["FakeEnv"]
+
+#: FLOP/s of each fake kernel at its best tiles
+_BASE_RATE = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
+              "sdpa_flash": 320e12, "sdpa_cudnn": 540e12, "sdpa_efficient": 150e12}
+
+
+def fake_rate(kernel: str, cfg: Any, shape: Mapping) -> float:
+    """FLOP/s a fake kernel reaches: a smooth function of its tile sizes, so configs rank."""
+    d = config_dict(cfg)
+    pen = 0.0
+    if "block_m" in d:
+        pen += 0.08 * abs(math.log2(d["block_m"] / 128))
+    if "block_n" in d:
+        pen += 0.05 * abs(math.log2(d["block_n"] / (64 if shape["d"] == 128 else 128)))
+    if "stages" in d:
+        pen += 0.03 * abs(d["stages"] - 2)
+    if "warps" in d:
+        pen += 0.04 * abs(math.log2(d["warps"] / 4))
+    if shape.get("causal"):
+        pen += 0.06
+    return _BASE_RATE[kernel] * max(0.2, 1.0 - pen)
+
+
+class FakeEnv:
+    """CPU stand-in for the GPU: fake kernels, fake outputs, a fake timer.
+
+    Deterministic: a config's fake speed depends only on its fields.  Some configs fail on purpose,
+    to exercise the error paths (by config label, e.g. ``64x128 w4 s1``): ``fail`` (the build
+    raises), ``nan`` (the output is NaN), ``wrong`` (the output is off by 5%), ``fail_timing`` (pass
+    the check, then raise when timed); and ``unsupported_peers`` raise on every input.
+    """
+
+    device_name = "FAKE GPU (dry run)"
+    torch_version = None
+    cuda_version = None
+
+    def __init__(self, spec, *, fail: Iterable[str] = ("64x128 w4 s1",), nan: Iterable[str] = ("128x32 w4 s3",),
+                 wrong: Iterable[str] = (), fail_timing: Iterable[str] = (),
+                 unsupported_peers: Iterable[str] = ("sdpa_cudnn",), with_sm90: bool = True, sleep_s: float = 0.0):
+        self.spec = spec
+        self.sm_count = spec.sm_count
+        self.compute_capability = spec.compute_capability
+        self.fail = set(fail)
+        self.nan = set(nan)
+        self.wrong = set(wrong)
+        self.fail_timing = set(fail_timing)
+        self._in_check = False
+        self.unsupported_peers = set(unsupported_peers)
+        self.with_sm90 = with_sm90
+        self.timer = FakeTimer(self._time_of, sleep_s=sleep_s)
+
+    def measure_ceilings(self, spec, *, quick: bool = False, log=print):
+        from .ceilings import CeilingResult
+
+        res = CeilingResult()
+        clock = float(spec.facts["max_boost_clock_hz"].value) if "max_boost_clock_hz" in spec.facts else spec.clock_hz
+        res.values = {
+            "gemm_flops": 0.71 * spec.peak_tensor_flops("bf16"),
+            "copy_bandwidth": 0.9 * spec.hbm_bandwidth,
+            "clock_hz": clock,
+            "exp2_per_clk_per_sm": 16.0,
+            "fp32_fma_per_clk_per_sm": 0.957 * spec.fp32_fma_per_clk_per_sm,
+            "mma_sync_flops_per_clk_per_sm": 0.6 * spec.tensor_flops_per_clk_per_sm.get("bf16", 2048),
+        }
+        for k in res.values:
+            res.sources[k] = "dry run: fake number, not a measurement"
+        res.clock_source = "dry run: spec max boost clock"
+        log("  (dry run: fake ceilings)")
+        return res
+
+    def families(self) -> dict[str, KernelFamily]:
+        """The registry's shipped configs of every family, with fake runners."""
+        fams = {name: KernelFamily.shipped(name, self._runner(name)) for name in OUR_KERNELS}
+        if not self.with_sm90:
+            fams["flash_sm90"] = KernelFamily("flash_sm90", skip="dry run: no sm90 family")
+        return fams
+
+    def _runner(self, kernel: str) -> Callable[..., Any]:
+        def run(cfg, q, k, v, causal=False):
+            label = config_label(kernel, cfg)
+            if label in self.fail:
+                raise RuntimeError(f"fake build failure for {kernel} {label}")
+            if label in self.fail_timing and not self._in_check:
+                raise RuntimeError(f"fake launch failure while timing {kernel} {label}")
+            shape = q["shape"]
+            err = float("nan") if label in self.nan else (0.05 if label in self.wrong else 2e-3)
+            return {"time_s": conventional_flops(shape) / fake_rate(kernel, cfg, shape), "err": err}
+
+        return run
+
+    def peers(self) -> dict[str, tuple[Callable | None, str | None]]:
+        def runner(peer: str) -> Callable[..., Any]:
+            def run(q, k, v, causal=False):
+                if peer in self.unsupported_peers:
+                    raise RuntimeError(f"fake: {peer} does not support these inputs")
+                shape = q["shape"]
+                return {"time_s": conventional_flops(shape) / fake_rate(peer, None, shape), "err": 1e-3}
+
+            return run
+
+        return {peer: (runner(peer), None) for peer in PEER_KERNELS}
+
+    def make_inputs(self, shape, n_sets: int, seed: int):
+        return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]
+
+    def reference(self, q, k, v, causal):
+        return {"shape": q["shape"]}
+
+    def check(self, out, ref) -> tuple[float, bool]:
+        err = out["err"]
+        return err, math.isfinite(err)
+
+    def memory_problem(self, kernel: str, shape) -> str | None:
+        return None
+
+    @contextlib.contextmanager
+    def checking(self, kernel: str):
+        self._in_check = True  # so ``fail_timing`` configs pass their check
+        try:
+            yield
+        finally:
+            self._in_check = False
+
+    def _time_of(self, fn, inputs) -> float:
+        return fn(*inputs[0])["time_s"]
+
+    def sync(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass

@@ -1,0 +1,318 @@
+"""The validation sweep: measure ceilings, then predict, build, check and time every (kernel family x
+tile configuration x shape) row, and the SDPA peers on the same inputs in the same process.
+
+It runs in phases: the ceilings (a calibration), the plan (rows in the model's order), then shape by
+shape a check of every row and one interleaved timing of the rows that passed, and the finish.  The
+results file is rewritten after every step, so an interrupted run leaves every row done so far.
+The device is an environment object: ``TorchEnv`` on a GPU, ``FakeEnv`` for a dry run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
+
+from .plan import ONLY_CHOICES, PlannedRow, build_plan, default_shapes
+from .predictor import Predictor
+from .records import (NOT_TIMED, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
+                      fill_timing, new_record, progress_line, record_error, short_error, unrun_record)
+
+__all__ = ["DEFAULT_BUDGET_S", "SweepOptions", "run_sweep", "check_row"]
+
+DEFAULT_BUDGET_S = 510  # whole run, ceilings included: inside 9 minutes on one H100
+
+
+@dataclass
+class SweepOptions:
+    out: Path
+    calibration_out: Path | None = None
+    quick: bool = False
+    only: tuple[str, ...] = ONLY_CHOICES
+    shapes: list[dict[str, Any]] | None = None
+    measure_ceilings: bool = True
+    calibration_in: Any = None        # a Calibration or path used when not measuring
+    budget_s: float = DEFAULT_BUDGET_S
+    input_sets: int = 3
+    seed: int | None = None
+    dry_run: bool = False
+    rounds: int = 5                   # timing rounds per shape; 1: each row timed in one block
+
+
+@dataclass
+class _Run:
+    """A run in progress: the results header, the rows so far, the clock and what the plan needs."""
+
+    env: Any
+    spec: Any
+    opts: SweepOptions
+    log: Callable[[str], None]
+    results: dict[str, Any]
+    rows: list[ResultRow] = field(default_factory=list)
+    t0: float = field(default_factory=time.perf_counter)
+    n: int = 0                        # rows planned
+    families: dict = field(default_factory=dict)
+    peer_fns: dict = field(default_factory=dict)
+    predictor: Predictor | None = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def out_of_time(self) -> bool:
+        return self.elapsed() > self.opts.budget_s
+
+    def save(self) -> None:
+        self.results["elapsed_s"] = self.elapsed()
+        save_results(self.opts.out, {**self.results, "rows": self.rows})
+
+    def add(self, rec: ResultRow, i: int | None = None) -> None:
+        """Record a row; with its number ``i``, it is final: print its progress line."""
+        self.rows.append(rec)
+        if i is not None:
+            self.done(i, rec)
+
+    def done(self, i: int, rec: ResultRow) -> None:
+        self.log(progress_line(i, self.n, rec, self.elapsed()))
+
+    def skipped(self, row: PlannedRow) -> ResultRow:
+        """The record of a row not started because the time budget is used up."""
+        return unrun_record(row, f"skipped: time budget of {self.opts.budget_s:.0f}s used up")
+
+
+def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
+    """The results file before any row: the device, the options, room for the calibration."""
+    results: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "device": env.device_name, "gpu_key": spec.key,
+        "sm_count": env.sm_count, "compute_capability": list(env.compute_capability),
+        "torch": env.torch_version, "cuda": env.cuda_version, "date": date, "dry_run": bool(opts.dry_run),
+        "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
+                    "budget_s": opts.budget_s, "rounds": opts.rounds,
+                    "lead_in_calls": env.timer.lead_in, "tolerance": TOLERANCE},
+        "calibration": None, "ceilings": None, "notes": [], "skipped_families": {}, "rows": [],
+    }
+    if spec.sm_count != env.sm_count:
+        results["notes"].append(
+            f"spec {spec.key} has {spec.sm_count} SMs but the device reports {env.sm_count}: wrong --gpu-spec?")
+    return results
+
+
+# --------------------------------------------------------------------------- phases 1 and 2
+
+def _calibrate(run: _Run):
+    """Phase 1: measure the ceilings and write them as a calibration, or take the one given."""
+    from iomodel.hardware import calibration_to_dict, load_calibration, write_calibration
+
+    env, spec, opts, results = run.env, run.spec, run.opts, run.results
+    if opts.measure_ceilings:
+        run.log(f"measuring ceilings on {env.device_name} ...")
+        res = env.measure_ceilings(spec, quick=opts.quick, log=run.log)
+        results["ceilings"] = res.as_dict()
+        cal = calibration_from_ceilings(spec, env.device_name, res, results["date"])
+        cal_out = opts.calibration_out or default_calibration_out(opts.out, spec.key)
+        try:
+            write_calibration(cal_out, cal)
+            results["calibration_file"] = str(cal_out)
+            run.log(f"calibration written to {cal_out}  [{run.elapsed():.0f}s]")
+        except Exception as exc:  # noqa: BLE001 - the calibration is embedded in the results anyway
+            results["notes"].append(f"could not write calibration: {short_error(exc)}")
+    else:
+        cal = opts.calibration_in if opts.calibration_in is not None else load_calibration(spec.key)
+        if cal is not None and not hasattr(cal, "gpu_key"):
+            cal = load_calibration(cal)
+        results["notes"].append("ceilings not measured: " + (
+            f"using calibration {cal.gpu_key} ({cal.date})" if cal is not None else "no calibration"))
+    results["calibration"] = calibration_to_dict(cal) if cal is not None else None
+    run.save()
+    return cal
+
+
+def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
+    """Phase 2: the families this device runs, and the rows in the model's order (fresh calibration)."""
+    opts, results = run.opts, run.results
+    run.predictor = Predictor(run.spec, cal, api=predictor_api)
+    run.families = run.env.families()
+    for name, fam in run.families.items():
+        if fam.skip and name in opts.only:
+            results["skipped_families"][name] = fam.skip
+            run.log(f"skipping {name}: {fam.skip}")
+    shapes = opts.shapes or default_shapes(opts.quick)
+    plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
+    run.peer_fns = run.env.peers() if "peers" in opts.only else {}
+    run.n = len(plan)
+    run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
+    return plan
+
+
+# --------------------------------------------------------------------------- one row's check
+
+def _recover(env) -> None:
+    """After an exception on the device: surface a pending asynchronous error
+    (and swallow it) and give cached memory back."""
+    try:
+        env.sync()
+    except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows will say so
+        pass
+    env.release()
+
+
+def row_callable(row: PlannedRow, run: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(q, k, v)`` running this row's kernel (with its config) on one input set."""
+    causal = bool(row.shape.get("causal"))
+    if row.is_peer:
+        return lambda q, k, v: run(q, k, v, causal)
+    cfg = row.config
+    return lambda q, k, v: run(cfg, q, k, v, causal)
+
+
+def _check_problem(env, rec: ResultRow, fn: Callable[..., Any], inputs, ref) -> str | None:
+    """Run ``fn`` once on the first input set in the kernels' debug mode and check it against the
+    reference; why it fails, or None.  Raises what the kernel raises."""
+    problem = env.memory_problem(rec.kernel, rec.shape)
+    if problem:
+        return problem
+    with env.checking(rec.kernel):
+        out = fn(*inputs[0])
+        env.sync()
+    err, finite = env.check(out, ref)
+    del out  # outputs are not kept: timing makes its own
+    rec.max_rel_err = err if finite else None
+    tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
+    if not finite:
+        return "output has NaN or Inf"
+    if not err < tol:
+        return f"wrong result: max_rel_err {err:.3g} >= {tol:g}"
+    return None
+
+
+def check_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any],
+              predictor: Predictor | None) -> tuple[ResultRow, Callable[..., Any] | None]:
+    """Predict, run once and check one row.  Never raises.  Returns its record
+    and the callable to time, or None when the row failed (the record says why)."""
+    rec = new_record(row)
+    if predictor is not None:
+        if row.is_peer:
+            fill_prediction(rec, *predictor.peer(row.kernel, row.shape), peer=True)
+        else:
+            fill_prediction(rec, *predictor.predict(row.kernel, row.shape, row.config))
+    fn = row_callable(row, run)
+    try:
+        rec.error = _check_problem(env, rec, fn, inputs, ref)
+    except Exception as exc:  # noqa: BLE001 - one bad config must not end the sweep
+        record_error(rec, exc)
+        _recover(env)
+        return rec, None
+    if rec.error:
+        return rec, None
+    rec.error = NOT_TIMED
+    return rec, fn
+
+
+# --------------------------------------------------------------------------- phases 3 and 4: shape by shape, finish
+
+def _inputs(run: _Run, group: list[tuple[int, PlannedRow]], seed: int):
+    """The shape's input sets and reference, or None when they cannot be made (every row says why)."""
+    shape = group[0][1].shape
+    try:
+        inputs = run.env.make_inputs(shape, run.opts.input_sets, seed + group[0][0])
+        ref = run.env.reference(*inputs[0], bool(shape.get("causal")))
+        run.env.sync()
+        return inputs, ref
+    except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the shape's rows say so, the next shape runs
+        why = f"could not make inputs/reference: {short_error(exc)}"
+        _recover(run.env)
+        for i, row in group:
+            run.add(unrun_record(row, why), i)
+        run.save()
+        return None
+
+
+def _check_shape(run: _Run, group: list[tuple[int, PlannedRow]], inputs, ref) -> list[tuple[int, ResultRow, Any]]:
+    """Predict, run once and check every row of the shape, each on disk before any timing; the rows
+    that passed, with their callables."""
+    to_time = []
+    for i, row in group:
+        if run.out_of_time():
+            run.add(run.skipped(row))
+            continue
+        if row.is_peer:
+            fn, why = run.peer_fns.get(row.kernel, (None, "peer not available"))
+            if fn is None:
+                run.add(unrun_record(row, f"skipped: {why}"), i)
+                run.save()
+                continue
+        else:
+            fn = run.families[row.kernel].run
+        rec, timed = check_row(run.env, row, inputs, ref, fn, run.predictor)
+        run.add(rec, None if timed else i)
+        if timed:
+            to_time.append((i, rec, timed))
+        run.save()
+    return to_time
+
+
+def _time_shape(run: _Run, to_time: list[tuple[int, ResultRow, Any]], inputs) -> None:
+    """Time the rows that passed together, interleaved in rounds, so drift cannot favour one config."""
+    if not to_time:
+        return
+    try:
+        outcomes = run.env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, run.opts.rounds,
+                                                  on_error=lambda: _recover(run.env))
+    except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the shape says so
+        _recover(run.env)
+        outcomes = [exc] * len(to_time)
+    for (i, rec, _fn), outcome in zip(to_time, outcomes):
+        fill_timing(rec, outcome)
+        run.done(i, rec)
+    run.save()
+
+
+def _run_shape(run: _Run, group: list[tuple[int, PlannedRow]], seed: int) -> None:
+    """One shape: inputs and reference once, then check every row, then time those that passed.  Its
+    tensors die when it returns, before the next shape makes its own."""
+    if run.out_of_time():
+        run.rows += [run.skipped(row) for _i, row in group]
+        return
+    made = _inputs(run, group, seed)
+    if made is None:
+        return
+    inputs, ref = made
+    to_time = _check_shape(run, group, inputs, ref)
+    del made, ref  # not needed for timing
+    _time_shape(run, to_time, inputs)
+
+
+def _run_shapes(run: _Run, plan: list[PlannedRow], seed: int) -> None:
+    """Phase 3: the rows shape by shape (the plan keeps a shape's rows together)."""
+    for _key, group in itertools.groupby(enumerate(plan, 1), key=lambda ir: shape_key(ir[1].shape)):
+        run.env.release()
+        _run_shape(run, list(group), seed)
+
+
+def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
+              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the whole validation; returns the results dict (also written to ``opts.out``)."""
+    if log is None:
+        def log(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+
+    run = _Run(env, spec, opts, log, _header(env, spec, opts, _dt.date.today().isoformat()))
+    cal = _calibrate(run)
+    plan = _plan(run, cal, predictor_api)
+    seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
+    run.results["seed"] = seed
+    _run_shapes(run, plan, seed)
+    return _finish(run)
+
+
+def _finish(run: _Run) -> dict[str, Any]:
+    """Phase 4: give the device's memory back, write the file a last time, say how it went."""
+    run.env.release()
+    run.save()
+    ok = sum(1 for r in run.rows if r.ok)
+    run.log(f"done: {ok}/{len(run.rows)} rows ok in {run.results['elapsed_s']:.0f}s; results in {run.opts.out}")
+    return {**run.results, "rows": [r.as_dict() for r in run.rows]}
