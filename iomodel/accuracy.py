@@ -238,13 +238,12 @@ class _File:
     calibration: Any
 
 
-def _resolve_calibration(calibration, stored: Mapping | None, notes: list[str]):
-    from .hardware import Calibration, calibration_from_dict, load_calibration
+def _resolve_calibration(calibration, stored: Mapping | None, notes: list[str], spec):
+    from .hardware import calibration_from_dict
 
     if calibration is not None:
-        if isinstance(calibration, Calibration):
-            return calibration
-        return load_calibration(calibration)
+        # 'auto' needs the file's GPU; without one the stored predictions are used, no calibration
+        return None if calibration == "auto" and spec is None else api.resolve_calibration(spec, calibration)
     if stored:
         try:
             return calibration_from_dict(stored)
@@ -266,7 +265,11 @@ def _open_file(rep: Report, res: Mapping[str, Any], calibration, recompute: bool
         rep.notes.append(f"{source}: {exc}; using stored predictions")
     if spec is not None and rep.gpu_key is None:
         rep.gpu_key = spec.key
-    cal = _resolve_calibration(calibration, res.get("calibration"), rep.notes)
+    if res.get("complete") is False:  # written by a run that stopped; files without the key are complete
+        planned = res.get("rows_planned")
+        rep.notes.append(f"{source}: partial run, {len(res['rows'])} of {planned} planned rows" if planned
+                         else f"{source}: partial run, {len(res['rows'])} rows, stopped before its plan was made")
+    cal = _resolve_calibration(calibration, res.get("calibration"), rep.notes, spec)
     if cal is not None:
         rep.calibrations.append({"source": source, "gpu_key": cal.gpu_key, "date": cal.date, **cal.measured()})
     return _File(source, device, spec if recompute else None, cal)
@@ -355,8 +358,9 @@ def evaluate(
     """Statistics of predicted vs measured time.
 
     ``results``: dicts from :func:`iomodel.results.load_results` (or one dict; rows typed or plain).
-    ``calibration``: a Calibration or path used for every file; default: the calibration stored in
-    each file.  ``recompute=False`` uses the predictions stored in the file.
+    ``calibration``: used for every file: a Calibration, a key or path, 'auto' (each file's GPU's
+    shipped calibration) or 'none' (datasheet rates); default: the calibration stored in each file.
+    ``recompute=False`` uses the predictions stored in the file.
     ``predictor(kernel, spec, shape, config, calibration)`` and ``peer_predictor(peer, spec, shape,
     calibration)`` replace the model (tests use this); by default they call ``iomodel.api``.  A row
     whose prediction cannot be recomputed falls back to the stored one, and says so.

@@ -20,12 +20,13 @@ from diagrams.diagram import as_program
 from . import families
 from .derive import derive
 from .errors import ModelError
-from .hardware import Calibration, GpuSpec, load_calibration, resolve_gpu
+from .hardware import CALIBRATION_DIR, Calibration, GpuSpec, HardwareError, load_calibration, resolve_gpu
+from .limits import check_fits
 from .perf import ProgramModel, build_model
 from .problems import check_shape, conventional_flops, shape_symbols
 
 __all__ = ["Prediction", "predict", "rank_configs", "evaluate_configs", "family_model", "shape_model",
-           "resolve_calibration", "resolve_gpu"]
+           "resolve_calibration", "named_calibration", "resolve_gpu"]
 
 
 @dataclass
@@ -60,14 +61,27 @@ class Prediction:
         return d
 
 
-def resolve_calibration(spec: GpuSpec, calibration) -> Calibration | None:
-    """'auto': the shipped calibration of the GPU (None when there is none); None: datasheet rates;
-    a Calibration passes; anything else is a calibration key or TOML path."""
+def resolve_calibration(spec: GpuSpec | None, calibration) -> Calibration | None:
+    """'auto': the shipped calibration of the GPU (None when there is none); None or 'none':
+    datasheet rates; a Calibration passes; anything else is a calibration key or TOML path
+    (:func:`named_calibration`)."""
     if calibration == "auto":
         return load_calibration(spec.key)
-    if calibration is None or isinstance(calibration, Calibration):
-        return calibration
-    return load_calibration(calibration)
+    if calibration is None or calibration == "none" or isinstance(calibration, Calibration):
+        return None if calibration == "none" else calibration
+    return named_calibration(calibration)
+
+
+def named_calibration(name) -> Calibration:
+    """The calibration a key (``h100-sxm``; a GPU alias finds its key) or TOML path names.  A name
+    that finds none raises HardwareError naming the known ones: it is a typo, not a request for
+    datasheet rates."""
+    cal = load_calibration(name)
+    if cal is None:
+        known = sorted(p.stem for p in CALIBRATION_DIR.glob("*.toml"))
+        raise HardwareError(f"no calibration {str(name)!r}{families.suggest(name, ['auto', 'none', *known])}: "
+                            f"use auto, none, {', '.join(known)} or a calibration TOML path")
+    return cal
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,6 +103,7 @@ def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: Sequence, calibr
     spec = resolve_gpu(gpu)
     cal = resolve_calibration(spec, calibration)
     s = check_shape(fam, shape)
+    check_fits(fam, spec, s)
     typed = [fam.config(c, s) for c in configs]
     return spec, cal, s, typed, model_result(kernel, spec, cal, s, typed)
 

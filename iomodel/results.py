@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .files import write_text_atomic
+from .files import not_regular, write_text_atomic
+from .results_check import SCHEMA_VERSION, ResultsError, check_header, check_row, json_kind
 
 __all__ = ["SCHEMA_VERSION", "ResultsError", "ResultRow", "as_row", "jsonable", "save_results", "load_results",
            "shape_label", "shape_key", "config_dict", "config_label"]
-
-#: version of the file format written now; a reader refuses files of a newer one
-SCHEMA_VERSION = 1
-
-
-class ResultsError(ValueError):
-    """A results file that cannot be read, in one line naming the file."""
 
 
 @dataclass
@@ -57,10 +51,9 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "row") -> "ResultRow":
-        if not isinstance(d, Mapping):
-            raise ResultsError(f"{where}: not an object")
-        if not isinstance(d.get("kernel"), str) or not isinstance(d.get("shape"), Mapping):
-            raise ResultsError(f"{where}: no 'kernel' and 'shape'; not a validation results row")
+        """A row of a file (``where`` names it in errors); ResultsError naming the field when the
+        object is not a results row."""
+        check_row(d, where)
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         row = cls(**{k: v for k, v in d.items() if k in names})
         row.shape = dict(row.shape)
@@ -117,23 +110,36 @@ def jsonable(x: Any) -> Any:
     return str(x)
 
 
-def save_results(path: str | os.PathLike, obj: Any) -> Path:
+def save_results(path: str | os.PathLike, obj: Any, *, create_parent: bool = False) -> Path:
     """Write ``obj`` (a results dict, rows typed or plain) as JSON to ``path`` atomically: a reader,
-    or a run interrupted mid-write, never sees a half-written file."""
-    return write_text_atomic(path, json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")
+    or a run interrupted mid-write, never sees a half-written file.  ``path`` is refused as
+    :func:`iomodel.files.write_text_atomic` refuses (OutputError); ``create_parent``: the folder is
+    the tools' own and may be created."""
+    text = json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n"
+    return write_text_atomic(path, text, create_parent=create_parent)
 
 
 # --------------------------------------------------------------------------- load
 
 def _read(path: Path) -> dict[str, Any]:
+    """The JSON object of a file; ResultsError naming the file when it is not one."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        kind = not_regular(os.stat(path).st_mode)
+        if kind is not None:  # a named pipe would block the read; a device never ends
+            raise ResultsError(f"{path}: {kind}, not a results file")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not valid JSON: {exc}") from None
+    if not raw.strip():
+        raise ResultsError(f"{path}: empty file; not a validation results file")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path}: not UTF-8 text (a binary file?); not a validation results file") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so are huge numbers
+        raise ResultsError(f"{path}: not valid JSON: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
     if not isinstance(data, dict):
-        raise ResultsError(f"{path}: not a JSON object; not a validation results file")
+        raise ResultsError(f"{path}: not a JSON object (got {json_kind(data)}); not a validation results file")
     data["_source"] = str(path)
     return data
 
@@ -141,11 +147,7 @@ def _read(path: Path) -> dict[str, Any]:
 def _typed(data: dict[str, Any]) -> dict[str, Any]:
     """Check a results dict and type its rows."""
     src = data["_source"]
-    if not isinstance(data.get("rows"), list):
-        raise ResultsError(f"{src}: no 'rows' list; not a validation results file")
-    version = data.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise ResultsError(f"{src}: schema_version {version!r} is newer than this iomodel reads ({SCHEMA_VERSION})")
+    check_header(data, src)
     data["rows"] = [r if isinstance(r, ResultRow) else ResultRow.from_dict(r, f"{src}: row {i}")
                     for i, r in enumerate(data["rows"])]
     return data
@@ -153,7 +155,8 @@ def _typed(data: dict[str, Any]) -> dict[str, Any]:
 
 def load_results(paths: str | os.PathLike | Mapping | Iterable) -> list[dict[str, Any]]:
     """Results files (a path, an already loaded dict, or a list of them) as dicts with typed ``rows``
-    and ``_source`` (the path).  Raises ResultsError naming the file on anything unreadable."""
+    and ``_source`` (the path).  Raises ResultsError naming the file (and the row and field) on
+    anything that is not a results file of this schema version (iomodel.results_check)."""
     if isinstance(paths, (str, os.PathLike, Mapping)):
         paths = [paths]
     out = []

@@ -16,6 +16,7 @@ from . import families
 from .api import Prediction, make_prediction, model_result, resolve_calibration, shape_model
 from .errors import ModelError
 from .hardware import resolve_gpu
+from .limits import check_fits
 from .problems import check_shape, conventional_flops
 
 
@@ -64,6 +65,7 @@ def search(kernel: str, gpu, shape: dict, calibration="auto", top: int = 10, pro
         raise ModelError(f"{kernel} cannot run on {spec.key}: {fam.gpu_problem(spec)}")
     cal = resolve_calibration(spec, calibration)
     s = check_shape(fam, shape)
+    check_fits(fam, spec, s)
     shape_model(kernel, s)  # derive once, untimed
     t0 = time.perf_counter()
     configs = fam.candidates(s)

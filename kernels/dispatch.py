@@ -101,6 +101,10 @@ def prepare(family: str, q, k, v, causal, config, scale) -> Call:
     if fam.requires_wgmma and cap != _WGMMA_CAPABILITY:
         raise RuntimeError(f"the {family} kernel needs an sm_90 (Hopper) GPU, {driver.device_props(index).name} "
                            f"is sm_{cap[0]}{cap[1]}")
+    # the grid and index limits of the family's launch (one home: iomodel/families/<family>.py)
+    too_big = fam.launch_problem(shape) if fam.launch_problem is not None else ""
+    if too_big:
+        raise ValueError(f"{family} cannot launch this shape: {too_big}")
     sc = check_scale(scale, shape["d"])
     cfg = config_for(family, config, shape, index)
     smem = cfg.smem_bytes(q.element_size())

@@ -15,7 +15,6 @@ __all__ = ["FAMILY", "attention", "module"]
 FAMILY = "flash_sm80"
 HEADER = "flash_fwd_sm80.cuh"
 LOG2E = 1.4426950408889634
-GRID_LIMIT = 65535   # gridDim.y (heads) and gridDim.z (batch)
 
 
 def module(cfg, dtype: str, causal: bool, arch: str) -> compile.Module:
@@ -45,8 +44,6 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     call = prepare(FAMILY, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    if B > GRID_LIMIT or H > GRID_LIMIT:
-        raise ValueError(f"batch ({B}) and heads ({H}) must each be at most {GRID_LIMIT} (grid limits).")
     o = runtime.empty((B, H, N_q, d), q.dtype, q.device)
     lse = runtime.empty((B, H, N_q), torch.float32, q.device)
     kern = _kernel(call.device, cfg, s["dtype"], s["causal"], call.smem)

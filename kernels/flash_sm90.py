@@ -29,7 +29,6 @@ DEFAULT_DEFINES: tuple[str, ...] = ()
 L2_SECTION_SHARE = 0.4
 MIN_SECTION_HEADS = 8
 # Tile indices are 32-bit in the kernel.
-INDEX_LIMIT = 2**31
 
 
 def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = ()) -> compile.Module:
@@ -124,8 +123,6 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     call = prepare(FAMILY, q, k, v, causal, config, scale)
     s, cfg, dev = call.shape, call.config, call.device
     B, H, N_q = s["B"], s["H"], s["N_q"]
-    if max(N_q, s["N_k"]) >= INDEX_LIMIT - 256 or B * H * -(-N_q // 64) >= INDEX_LIMIT:
-        raise ValueError(f"problem too large for 32-bit tile indices: B={B}, H={H}, N_q={N_q}, N_k={s['N_k']}")
     out, lse = _outputs(q, s, return_lse, out)
     defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
     kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, call.smem)

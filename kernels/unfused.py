@@ -24,7 +24,6 @@ __all__ = ["FAMILY", "attention", "module"]
 
 FAMILY = "unfused"
 HEADER = "unfused.cuh"
-GRID_LIMIT = 65535   # gridDim.z = B * H
 
 
 def module(cfg, dtype: str, arch: str) -> compile.Module:
@@ -62,8 +61,6 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None):
     call = prepare(FAMILY, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    if B * H > GRID_LIMIT:
-        raise ValueError(f"batch * heads ({B * H}) must be at most {GRID_LIMIT} for the unfused kernels.")
     lds, ldp = (N_k + 3) // 4 * 4, (N_k + 7) // 8 * 8
     s_buf = runtime.empty((B, H, N_q, lds), torch.float32, q.device)
     p_buf = runtime.empty((B, H, N_q, ldp), q.dtype, q.device)

@@ -1,23 +1,35 @@
 """``python -m validation run``: the GPU sweep (or ``--dry-run``, the same sweep with fake kernels).
 
-  python -m validation run [--gpu-spec KEY] [--quick] [--only flash_sm80,peers] [--out FILE.json]
+  python -m validation run [--gpu KEY] [--quick] [--only flash_sm80,peers] [--out FILE.json]
   python -m validation run --dry-run            # no torch, no GPU
 
 Reading the results (anywhere, CPU only) is ``python -m iomodel validate RESULTS.json ... [--html PAGE]``.
 ``--help`` works without torch: torch, CuPy and the kernels are imported only when a real run starts.
+Errors go through :mod:`iomodel.boundary`, as ``iomodel``'s do: one line, exit status 2 (docs/cli.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 
+from iomodel import families as _registry
+from iomodel.boundary import ArgParser, UsageError, package_version, run_main
+
 from .plan import ONLY_CHOICES, make_shape
 
 REPORT_HINT = "to read results: python -m iomodel validate RESULTS.json ... [--html PAGE] (no GPU needed)"
+EXAMPLES = ("examples:\n  python -m validation run                      # every shape, on the GPU torch sees\n"
+            "  python -m validation run --quick --only flash_sm90,peers --out run.json\n"
+            "  python -m validation run --dry-run --json     # no torch, no GPU: the sweep with fake kernels\n"
+            "  python -m validation run --no-ceilings --calibration h100-sxm --shape 8192:128:causal\n")
+# the head dims some shipped kernel runs (the sweep's families)
+HEAD_DIMS = sorted({d for f in _registry.FAMILIES.values() if f.problem == "attention" and f.shipped
+                    for d in f.head_dims})
 
 
 def _parse_only(text: str) -> tuple[str, ...]:
@@ -25,8 +37,11 @@ def _parse_only(text: str) -> tuple[str, ...]:
     bad = [p for p in parts if p not in ONLY_CHOICES]
     if bad or not parts:
         raise argparse.ArgumentTypeError(
-            f"--only takes a comma list of {', '.join(ONLY_CHOICES)}; got {text!r}")
+            f"takes a comma list of {', '.join(ONLY_CHOICES)}; got {text!r}")
     return parts
+
+
+MAX_ROUNDS = 100   # each round times every row of a shape once more: beyond this a run never ends
 
 
 def _parse_rounds(text: str) -> int:
@@ -34,9 +49,19 @@ def _parse_rounds(text: str) -> int:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--rounds takes a whole number >= 1; got {text!r}")
+    if not 1 <= n <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"takes a whole number from 1 to {MAX_ROUNDS}; got {text!r}")
     return n
+
+
+def _parse_budget(text: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        s = math.nan
+    if not (math.isfinite(s) and s > 0):  # nan, inf or <= 0 would run nothing, or never stop
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds; got {text!r}")
+    return s
 
 
 def _parse_shape(text: str) -> dict:
@@ -45,119 +70,164 @@ def _parse_shape(text: str) -> dict:
     try:
         N, d = int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
-        raise argparse.ArgumentTypeError(f"--shape wants N:d[:causal][:bf16|fp16], got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"wants N:d[:causal][:bf16|fp16], got {text!r}") from None
+    if N <= 0:
+        raise argparse.ArgumentTypeError(f"N must be a positive integer, got {N} in {text!r}")
+    if d not in HEAD_DIMS:
+        raise argparse.ArgumentTypeError(
+            f"head dim {d} is not one the kernels run ({', '.join(map(str, HEAD_DIMS))}) in {text!r}")
     flags = set(parts[2:])
     unknown = flags - {"causal", "bf16", "fp16"}
     if unknown:
-        raise argparse.ArgumentTypeError(f"--shape: unknown flag(s) {sorted(unknown)} in {text!r}")
+        raise argparse.ArgumentTypeError(f"unknown flag(s) {sorted(unknown)} in {text!r}")
     return make_shape(N, d, "causal" in flags, "fp16" if "fp16" in flags else "bf16")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m validation",
-        description="Check iomodel's predictions against measured kernels and peers.", epilog=REPORT_HINT)
-    sub = p.add_subparsers(dest="cmd", required=True)
+def _add_run_options(r: argparse.ArgumentParser) -> None:
+    from .sweep import DEFAULT_BUDGET_S
 
-    r = sub.add_parser("run", help="measure ceilings, then build, check and time kernels and peers (GPU)",
-                       description="Measure ceilings, then predict, build, check and time every kernel x "
-                                   "config x shape row and the SDPA peers; write a results JSON.",
-                       epilog=REPORT_HINT)
-    r.add_argument("--gpu-spec", metavar="KEY|PATH",
-                   help="GPU spec key (e.g. h100-sxm) or TOML path; default: matched from the device name")
+    r.add_argument("--gpu", metavar="KEY|PATH",
+                   help="GPU spec key (e.g. h100-sxm) or TOML path (default: matched from the device name; "
+                        "h100-sxm for --dry-run)")
+    r.add_argument("--gpu-spec", dest="gpu", help=argparse.SUPPRESS)  # the old name, kept for scripts
     r.add_argument("--quick", action="store_true", help="two shapes only, shorter ceilings")
     r.add_argument("--only", type=_parse_only, default=ONLY_CHOICES, metavar="LIST",
                    help=f"comma list of {','.join(ONLY_CHOICES)} (default: all)")
-    r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal]",
-                   help="replace the default shapes (repeatable); B*N = 16384, H*d = 2048")
+    r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
+                   help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
+                        f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")
     r.add_argument("--out", type=Path, metavar="FILE.json",
                    help="results JSON (default: $OUT/<device>-<date>.json if $OUT is set, "
                         "else validation/results/<device>-<date>.json)")
     r.add_argument("--calibration-out", type=Path, metavar="FILE.toml",
                    help="where the measured calibration goes (default: $OUT/calibration-<key>.toml, "
-                        "else beside the results)")
+                        "else beside the results); not with --no-ceilings")
     r.add_argument("--no-ceilings", action="store_true",
                    help="skip measuring ceilings; predict with --calibration or the shipped calibration")
-    r.add_argument("--calibration", metavar="FILE.toml", help="calibration to use with --no-ceilings")
-    r.add_argument("--budget-s", type=float, default=None,
-                   help="stop starting new rows after this many seconds (default 510; rows left are "
-                        "recorded as skipped)")
+    r.add_argument("--calibration", metavar="auto|KEY|PATH",
+                   help="calibration to predict with, only with --no-ceilings (default: auto, the GPU's shipped one)")
+    r.add_argument("--force-calibration", action="store_true",
+                   help="use a --calibration measured on another GPU than --gpu")
+    r.add_argument("--budget-s", type=_parse_budget, default=DEFAULT_BUDGET_S, metavar="S",
+                   help="stop starting new rows after this many seconds (rows left are recorded as skipped)")
     r.add_argument("--rounds", type=_parse_rounds, default=5, metavar="N",
                    help="time the rows of one shape interleaved, in N rounds of each row's share of calls, "
-                        "so clock or thermal drift falls on all configs alike (default 5; 1: each row in one block)")
+                        "so clock or thermal drift falls on all configs alike (1: each row in one block)")
     r.add_argument("--seed", type=int, default=None, help="random seed of the inputs (default: from the clock)")
     r.add_argument("--dry-run", action="store_true",
                    help="fake kernels and timer on the CPU (no torch): checks the sweep logic and the JSON")
+    r.add_argument("--json", action="store_true",
+                   help="print the summary report as JSON (the fields of iomodel.accuracy.Report)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgParser(prog="python -m validation", description="Check iomodel's predictions against measured "
+                  "kernels and peers.", epilog=EXAMPLES + REPORT_HINT)
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", required=True, parser_class=ArgParser)
+    r = sub.add_parser("run", help="measure ceilings, then build, check and time kernels and peers (GPU)",
+                       description="Measure ceilings, then predict, build, check and time every kernel x "
+                                   "config x shape row and the SDPA peers; write a results JSON.",
+                       epilog=EXAMPLES + REPORT_HINT)
+    _add_run_options(r)
     return p
 
 
+def _check_options(args) -> None:
+    """The options a run would not use, or could not honour, refused before anything starts."""
+    from iomodel.cli.problem import check_force
+
+    if args.calibration is not None and not args.no_ceilings:
+        raise UsageError("--calibration not used without --no-ceilings (a run measures its own ceilings)")
+    if args.calibration == "none":
+        raise UsageError("--calibration none: a run always predicts with a calibration (auto, a key or a path)")
+    if args.calibration_out is not None and args.no_ceilings:
+        raise UsageError("--calibration-out not used with --no-ceilings (no ceilings, no calibration to write)")
+    check_force(args)
 
 
-class _Refused(Exception):
-    """A run that cannot start (no torch, no CUDA device), in one line."""
+def _torch_env():
+    """The real device, or one line saying what is missing."""
+    try:
+        import torch  # noqa: F401 - only to say clearly when it is missing
+    except ImportError as exc:
+        raise UsageError(f"a GPU run needs torch ({exc}): install the gpu extra, pip install -e \".[gpu]\", "
+                         f"or check the sweep without a GPU with --dry-run") from None
+    from .torch_env import TorchEnv
+
+    return TorchEnv()
 
 
 def _device(args):
-    """(environment, GPU spec, results path) of the run."""
+    """(environment, GPU spec, default results path) of the run."""
     from iomodel.hardware import resolve_gpu
 
     if args.dry_run:
         from .fake_env import FakeEnv
 
-        spec = resolve_gpu(args.gpu_spec or "h100-sxm")
-        out = args.out or Path(os.environ.get("OUT") or tempfile.gettempdir()) / "validation-dry-run.json"
-        return FakeEnv(spec), spec, out
+        spec = resolve_gpu(args.gpu or "h100-sxm")
+        return FakeEnv(spec), spec, Path(os.environ.get("OUT") or tempfile.gettempdir()) / "validation-dry-run.json"
     from .records import default_out_path
-    from .torch_env import TorchEnv
+
+    env = _torch_env()
+    return env, resolve_gpu(args.gpu or env.device_name), default_out_path(env.device_name)
+
+
+def _options(args, spec, default_out: Path):
+    """SweepOptions with every output path checked (nothing written yet)."""
+    from iomodel.cli.problem import calibration_for
+    from iomodel.files import check_output
+
+    from .records import default_calibration_out, owned_folder
+    from .sweep import SweepOptions
+
+    path = args.out or default_out
+    out = check_output(path, {".json": "json"}, what="--out", stdout_ok=False, create_parent=owned_folder(path))
+    cal_out = None
+    if not args.no_ceilings:
+        path = args.calibration_out or default_calibration_out(out.path, spec.key)
+        cal_out = check_output(path, {".toml": "toml"}, what="--calibration-out", stdout_ok=False,
+                               create_parent=owned_folder(path)).path
+    return SweepOptions(
+        out=out.path, calibration_out=cal_out, quick=args.quick, only=tuple(args.only),
+        shapes=args.shape, measure_ceilings=not args.no_ceilings,
+        calibration_in=calibration_for(args.calibration or "auto", spec, args.force_calibration)
+        if args.no_ceilings else None,
+        budget_s=args.budget_s, seed=args.seed, dry_run=args.dry_run, rounds=args.rounds)
+
+
+def _summary(results, as_json: bool) -> None:
+    """The report of the run just made (its results are on disk already)."""
+    from iomodel.accuracy import evaluate
+    from iomodel.accuracy_text import format_report
+    from iomodel.boundary import user_errors
+    from iomodel.cli.reports import print_json
 
     try:
-        env = TorchEnv()
-    except Exception as exc:  # noqa: BLE001 - no torch, no CUDA device: one line, exit 2
-        raise _Refused(f"{type(exc).__name__}: {exc}") from None
-    spec = resolve_gpu(args.gpu_spec or env.device_name)
-    return env, spec, args.out or default_out_path(env.device_name)
-
-
-def _options(args, out: Path):
-    from iomodel.hardware import load_calibration
-
-    from .sweep import DEFAULT_BUDGET_S, SweepOptions
-
-    return SweepOptions(
-        out=Path(out), calibration_out=args.calibration_out, quick=args.quick, only=tuple(args.only),
-        shapes=args.shape, measure_ceilings=not args.no_ceilings,
-        calibration_in=load_calibration(args.calibration) if args.calibration else None,
-        budget_s=args.budget_s if args.budget_s is not None else DEFAULT_BUDGET_S,
-        seed=args.seed, dry_run=args.dry_run, rounds=args.rounds)
+        report = evaluate([results])
+    except user_errors() as exc:  # the run itself succeeded: say why there is no report, exit 0
+        print(f"validation: no report: {exc}", file=sys.stderr)
+        return
+    if as_json:
+        print_json(report)
+    else:
+        print(format_report(report))
 
 
 def _cmd_run(args) -> int:
-    from iomodel.hardware import HardwareError
-
     from .sweep import run_sweep
 
-    try:
-        env, spec, out = _device(args)
-        opts = _options(args, out)
-    except (_Refused, HardwareError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    _check_options(args)
+    env, spec, default_out = _device(args)
+    opts = _options(args, spec, default_out)
     print(f"{'DRY RUN: ' if args.dry_run else ''}{env.device_name} as {spec.key}; results -> {opts.out}",
           file=sys.stderr)
-    results = run_sweep(env, spec, opts)
-    try:
-        from iomodel.accuracy import evaluate
-        from iomodel.accuracy_text import format_report
-
-        print(format_report(evaluate([results])))
-    except Exception as exc:  # noqa: BLE001 - the results are safe on disk already
-        print(f"(no report: {type(exc).__name__}: {exc})", file=sys.stderr)
+    _summary(run_sweep(env, spec, opts), args.json)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return _cmd_run(args)
+    return run_main("validation", lambda: _cmd_run(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from .timing import TimingOutcome
 
 __all__ = ["TOLERANCE", "NOT_TIMED", "short_error", "new_record", "unrun_record", "fill_prediction",
            "record_error", "fill_timing", "progress_line", "calibration_from_ceilings", "device_slug",
-           "default_out_path", "default_calibration_out"]
+           "RESULTS_DIR", "default_out_path", "default_calibration_out", "owned_folder"]
 
 #: max relative error allowed, by dtype (max |out - ref| / max |ref|)
 TOLERANCE = {"bf16": 1e-2, "fp16": 5e-3}
@@ -109,6 +109,15 @@ def calibration_from_ceilings(spec, device_name: str, res, date: str):
     )
 
 
+#: the harness's own results folder: the one folder it creates when missing (iomodel.files refuses others)
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def owned_folder(path: Any) -> bool:
+    """Whether ``path`` goes directly in the harness's own results folder, which may be created."""
+    return Path(path).resolve().parent == RESULTS_DIR
+
+
 def device_slug(name: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return s or "gpu"
@@ -119,7 +128,7 @@ def default_out_path(device_name: str, date: str | None = None) -> Path:
     sends back what lands there), else ``validation/results/<device>-<date>.json``."""
     date = date or _dt.date.today().isoformat()
     base = os.environ.get("OUT")
-    folder = Path(base) if base else Path(__file__).resolve().parent / "results"
+    folder = Path(base) if base else RESULTS_DIR
     return folder / f"{device_slug(device_name)}-{date}.json"
 
 

@@ -16,16 +16,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from iomodel.files import OutputError
 from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
 
 from .plan import ONLY_CHOICES, PlannedRow, build_plan, default_shapes
 from .predictor import Predictor
 from .records import (NOT_TIMED, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
-                      fill_timing, new_record, progress_line, record_error, short_error, unrun_record)
+                      fill_timing, new_record, owned_folder, progress_line, record_error, short_error,
+                      unrun_record)
 
-__all__ = ["DEFAULT_BUDGET_S", "SweepOptions", "run_sweep", "check_row"]
+__all__ = ["DEFAULT_BUDGET_S", "SweepOptions", "SweepInterrupted", "run_sweep", "check_row"]
 
 DEFAULT_BUDGET_S = 510  # whole run, ceilings included: inside 9 minutes on one H100
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by Ctrl-C after saving what it had done (marked incomplete); ``str()`` is one
+    line saying what was saved and where.  A KeyboardInterrupt, so whatever stops on Ctrl-C still does."""
+
+    def __init__(self, message: str, saved: int, planned: int | None, path: Path | None):
+        super().__init__(message)
+        self.saved, self.planned, self.path = saved, planned, path
 
 
 @dataclass
@@ -68,7 +79,7 @@ class _Run:
 
     def save(self) -> None:
         self.results["elapsed_s"] = self.elapsed()
-        save_results(self.opts.out, {**self.results, "rows": self.rows})
+        save_results(self.opts.out, {**self.results, "rows": self.rows}, create_parent=owned_folder(self.opts.out))
 
     def add(self, rec: ResultRow, i: int | None = None) -> None:
         """Record a row; with its number ``i``, it is final: print its progress line."""
@@ -90,6 +101,7 @@ def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION, "device": env.device_name, "gpu_key": spec.key,
         "sm_count": env.sm_count, "compute_capability": list(env.compute_capability),
         "torch": env.torch_version, "cuda": env.cuda_version, "date": date, "dry_run": bool(opts.dry_run),
+        "complete": False, "rows_planned": None,   # until the finish; readers flag a partial file
         "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
                     "budget_s": opts.budget_s, "rounds": opts.rounds,
                     "lead_in_calls": env.timer.lead_in, "tolerance": TOLERANCE},
@@ -97,7 +109,7 @@ def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
     }
     if spec.sm_count != env.sm_count:
         results["notes"].append(
-            f"spec {spec.key} has {spec.sm_count} SMs but the device reports {env.sm_count}: wrong --gpu-spec?")
+            f"spec {spec.key} has {spec.sm_count} SMs but the device reports {env.sm_count}: wrong --gpu?")
     return results
 
 
@@ -115,7 +127,7 @@ def _calibrate(run: _Run):
         cal = calibration_from_ceilings(spec, env.device_name, res, results["date"])
         cal_out = opts.calibration_out or default_calibration_out(opts.out, spec.key)
         try:
-            write_calibration(cal_out, cal)
+            write_calibration(cal_out, cal, create_parent=owned_folder(cal_out))
             results["calibration_file"] = str(cal_out)
             run.log(f"calibration written to {cal_out}  [{run.elapsed():.0f}s]")
         except Exception as exc:  # noqa: BLE001 - the calibration is embedded in the results anyway
@@ -143,7 +155,7 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.n = len(plan)
+    run.n = results["rows_planned"] = len(plan)
     run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
     return plan
 
@@ -301,17 +313,36 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
             print(msg, file=sys.stderr, flush=True)
 
     run = _Run(env, spec, opts, log, _header(env, spec, opts, _dt.date.today().isoformat()))
-    cal = _calibrate(run)
-    plan = _plan(run, cal, predictor_api)
-    seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
-    run.results["seed"] = seed
-    _run_shapes(run, plan, seed)
+    run.save()  # before any work: an output that cannot be written (OutputError) stops the run here
+    try:
+        cal = _calibrate(run)
+        plan = _plan(run, cal, predictor_api)
+        seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
+        run.results["seed"] = seed
+        _run_shapes(run, plan, seed)
+    except KeyboardInterrupt:
+        raise _interrupted(run) from None
     return _finish(run)
 
 
+def _interrupted(run: _Run) -> SweepInterrupted:
+    """Ctrl-C: save the rows done so far (the file still says complete false) and say so in one line."""
+    saved, planned = len(run.rows), run.results["rows_planned"]
+    what = f"{saved} of {planned} rows" if planned is not None else f"{saved} rows (before the plan was made)"
+    try:
+        run.save()
+        message = f"interrupted: {what} saved to {run.opts.out} (marked incomplete)"
+    except OutputError as exc:
+        message = f"interrupted: {what} not saved ({exc})"
+    except KeyboardInterrupt:  # a second Ctrl-C: the atomic writer left the previous save whole
+        message = f"interrupted twice: {run.opts.out} holds the rows of the last save (marked incomplete)"
+    return SweepInterrupted(message, saved, planned, run.opts.out)
+
+
 def _finish(run: _Run) -> dict[str, Any]:
-    """Phase 4: give the device's memory back, write the file a last time, say how it went."""
+    """Phase 4: give the device's memory back, write the file a last time (complete), say how it went."""
     run.env.release()
+    run.results["complete"] = True
     run.save()
     ok = sum(1 for r in run.rows if r.ok)
     run.log(f"done: {ok}/{len(run.rows)} rows ok in {run.results['elapsed_s']:.0f}s; results in {run.opts.out}")

@@ -9,6 +9,7 @@ import contextlib
 from typing import Any, Callable
 
 from iomodel.accuracy import OUR_KERNELS
+from iomodel.boundary import UsageError
 
 from .plan import KernelFamily
 from .records import short_error
@@ -27,8 +28,8 @@ class TorchEnv:
     def __init__(self, *, min_repeats: int = 20, target_s: float = 0.12):
         import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError("no CUDA device visible to torch (use --dry-run to check the sweep on a CPU)")
+        if not torch.cuda.is_available():  # the user's machine, not a bug: one line (iomodel.boundary)
+            raise UsageError("no CUDA device visible to torch (use --dry-run to check the sweep on a CPU)")
         from .timing import CudaEventTimer
 
         self.torch = torch

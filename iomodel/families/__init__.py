@@ -19,9 +19,11 @@ FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in _MODULES}
 
 
 def suggest(name: str, known) -> str:
-    """' (did you mean X?)' when `name` is close to one of `known`, else ''."""
-    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    """' (did you mean X?)' when `name` is close to one of `known`, else ''.  Case does not count
+    (``AUTO`` finds ``auto``): a shift key held too long is the commonest typo of all."""
+    by_lower = {str(k).lower(): str(k) for k in known}
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]}?)" if close else ""
 
 
 def get(name: str) -> Family:

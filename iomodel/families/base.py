@@ -70,6 +70,10 @@ class Family:
     dtypes: tuple[str, ...] = ("bf16", "fp16")
     kernel_plans: Mapping[str, ExecutionPlan] = field(default_factory=dict)  # kernel name -> plan where it differs
     derived_symbols: Callable[[list], dict] | None = None  # configs -> {symbol: values} the code derives
+    # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it
+    # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
+    workspace_bytes: Callable[[Mapping], float] | None = None
+    launch_problem: Callable[[Mapping], str] | None = None
 
     # ---- configs
     def label(self, config) -> str:

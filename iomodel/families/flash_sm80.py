@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..limits import GRID_YZ_MAX
 from ..plan import ExecutionPlan
 from .base import Family, TileConfig
 
@@ -70,6 +71,13 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
 )
 
 
+def _launch_problem(shape) -> str:
+    """The grid is (query blocks, heads, batch): heads and batch are gridDim.y and gridDim.z."""
+    if max(shape["B"], shape["H"]) > GRID_YZ_MAX:
+        return f"batch ({shape['B']}) and heads ({shape['H']}) must each be at most {GRID_YZ_MAX} (grid y and z)"
+    return ""
+
+
 def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
@@ -92,4 +100,5 @@ FAMILY = Family(
     shipped=SHIPPED,
     bound={"head_dim": "d"},
     head_dims=HEAD_DIMS,
+    launch_problem=_launch_problem,
 )

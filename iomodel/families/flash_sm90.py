@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..limits import INDEX_LIMIT, blocks
 from ..plan import ExecutionPlan
 from .base import Family, TileConfig
 
@@ -91,6 +92,15 @@ SHIPPED: tuple[Sm90Config, ...] = (
 )
 
 
+def _launch_problem(shape) -> str:
+    """The kernel numbers its tiles (B * H * query blocks of at least 64 rows) and rows with 32-bit
+    ints, with 256 rows of headroom for the last block's loads."""
+    tiles = shape["B"] * shape["H"] * blocks(shape["N_q"], WGMMA_M)
+    if tiles >= INDEX_LIMIT or max(shape["N_q"], shape["N_k"]) >= INDEX_LIMIT - 256:
+        return f"{tiles} tiles of {WGMMA_M} rows (or N_q, N_k near 2^31) pass the kernel's 32-bit indices"
+    return ""
+
+
 def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
@@ -119,4 +129,5 @@ FAMILY = Family(
     shipped=SHIPPED,
     bound={"head_dim": "d"},
     head_dims=HEAD_DIMS,
+    launch_problem=_launch_problem,
 )

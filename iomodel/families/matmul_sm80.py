@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..limits import GRID_YZ_MAX, blocks
 from ..plan import ExecutionPlan
 from .base import Family, TileConfig
 
@@ -81,6 +82,15 @@ def warp_grid(configs: list) -> dict[str, np.ndarray]:
     return {"wn": wn, "wm": warps / wn}
 
 
+def row_blocks_problem(rows: int, what: str) -> str:
+    """The grid is (column blocks, row blocks, batch): even the space's largest block_m must keep the
+    row blocks within gridDim.y."""
+    largest = max(SPACE["block_m"])
+    if blocks(rows, largest) > GRID_YZ_MAX:
+        return f"{what} ({rows}) needs more than {GRID_YZ_MAX} row blocks of {largest} (grid y)"
+    return ""
+
+
 def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
@@ -99,4 +109,5 @@ FAMILY = Family(
     label_format=LABEL,
     space=SPACE,
     shipped=SHIPPED,
+    launch_problem=lambda shape: row_blocks_problem(shape["M"], "M"),
 )

@@ -7,9 +7,24 @@ launched by kernels/unfused.py.
 from __future__ import annotations
 
 from ..errors import ModelError
+from ..limits import ELEM_BYTES, GRID_YZ_MAX
 from ..plan import ExecutionPlan
 from .base import Family
-from .matmul_sm80 import LABEL, SHIPPED, SPACE, MatmulConfig, warp_grid
+from .matmul_sm80 import LABEL, SHIPPED, SPACE, MatmulConfig, row_blocks_problem, warp_grid
+
+
+def _workspace_bytes(shape) -> float:
+    """S in float32 and P in the input dtype, rows padded to 4 and 8 columns (kernels/unfused.py)."""
+    rows = shape["B"] * shape["H"] * shape["N_q"]
+    lds, ldp = (shape["N_k"] + 3) // 4 * 4, (shape["N_k"] + 7) // 8 * 8
+    return float(rows * (4 * lds + ELEM_BYTES[shape["dtype"]] * ldp))
+
+
+def _launch_problem(shape) -> str:
+    """Both matmuls run batch * heads as gridDim.z and the query blocks as gridDim.y."""
+    if shape["B"] * shape["H"] > GRID_YZ_MAX:
+        return f"batch * heads ({shape['B'] * shape['H']}) must be at most {GRID_YZ_MAX} (grid z)"
+    return row_blocks_problem(shape["N_q"], "N_q")
 
 
 def _diagram(causal: bool, gqa: bool):
@@ -36,4 +51,6 @@ FAMILY = Family(
     head_dims=(64, 128, 256),
     kernel_plans={"softmax": ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=24)},
     derived_symbols=warp_grid,
+    workspace_bytes=_workspace_bytes,
+    launch_problem=_launch_problem,
 )

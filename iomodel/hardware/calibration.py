@@ -18,7 +18,7 @@ from ..files import write_text_atomic
 from .facts import HardwareError, check_fact, is_positive, positive_number
 from .gpu_spec import GpuSpec
 from .spec import list_specs, load_spec
-from .toml_io import fact_table, read_toml, toml_str
+from .toml_io import check_schema_version, fact_table, read_toml, toml_str
 
 __all__ = [
     "CALIBRATION_DIR", "CalField", "CAL_FIELDS", "Calibration", "load_calibration",
@@ -112,16 +112,31 @@ def _meta_text(where: str, name: str, v: Any) -> str | None:
     return v
 
 
-def _parse_calibration(data: Mapping[str, Any], where: str, path: Path | None) -> Calibration:
+def _check_gpu_key(data: Mapping[str, Any], where: str, expected: str | None) -> str:
+    """The file's ``gpu_key``: the key it was asked for (``expected``), or else a shipped GPU's key, so
+    a calibration is never silently applied to a GPU it was not measured on."""
     gpu_key = data.get("gpu_key")
     if not isinstance(gpu_key, str) or not gpu_key.strip():
         raise HardwareError(f"{where}: field 'gpu_key' missing")
+    gpu_key = gpu_key.strip()
+    if expected is not None and gpu_key != expected:
+        raise HardwareError(f"{where}: field 'gpu_key' is {gpu_key!r} but the file is for {expected!r}")
+    if expected is None and gpu_key not in list_specs():
+        raise HardwareError(f"{where}: field 'gpu_key' is {gpu_key!r}, not a known GPU "
+                            f"(known are {', '.join(list_specs())})")
+    return gpu_key
+
+
+def _parse_calibration(data: Mapping[str, Any], where: str, path: Path | None,
+                       expected: str | None = None) -> Calibration:
+    check_schema_version(data, where)
+    gpu_key = _check_gpu_key(data, where, expected)
     meta = {name: _meta_text(where, name, data.get(name)) for name in _META}
     values, sources = _read_measured(data, where, bare_ok=False)
     unknown = sorted(set(data) - _FILE_KEYS)
-    if unknown:
+    if unknown:  # a misspelt field would otherwise be dropped without a word
         raise HardwareError(f"{where}: unknown field '{unknown[0]}'")
-    return Calibration(gpu_key=gpu_key.strip(), **meta, **values, sources=sources, path=path)
+    return Calibration(gpu_key=gpu_key, **meta, **values, sources=sources, path=path)
 
 
 def _calibration_key(name: str) -> str:
@@ -139,7 +154,8 @@ def load_calibration(gpu_key_or_path: str | os.PathLike | GpuSpec) -> Calibratio
 
     Accepts a path to a calibration TOML, or a GPU key / alias / spec, in
     which case ``iomodel/calibration/<key>.toml`` is read.  Returns None when
-    no calibration exists for that GPU.  A path that does not exist raises.
+    no calibration exists for that GPU.  A path that does not exist raises, and so does a
+    file whose ``gpu_key`` is not the GPU asked for (by key) or not a shipped GPU (by path).
     """
     if isinstance(gpu_key_or_path, GpuSpec):
         key = gpu_key_or_path.key
@@ -147,14 +163,14 @@ def load_calibration(gpu_key_or_path: str | os.PathLike | GpuSpec) -> Calibratio
         text = os.fspath(gpu_key_or_path)
         if text.endswith(".toml") or os.sep in text:
             p = Path(text).expanduser()
-            if not p.is_file():
+            if not os.path.lexists(p):
                 raise HardwareError(f"{text}: no such file")
             return _parse_calibration(read_toml(p), p.name, p.resolve())
         key = _calibration_key(text)
     path = CALIBRATION_DIR / f"{key}.toml"
     if not path.is_file():
         return None
-    return _parse_calibration(read_toml(path), path.name, path)
+    return _parse_calibration(read_toml(path), path.name, path, expected=key)
 
 
 def calibration_toml(cal: Calibration) -> str:
@@ -176,9 +192,10 @@ def calibration_toml(cal: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_calibration(path: str | os.PathLike, cal: Calibration) -> Path:
-    """Write ``cal`` as TOML at ``path`` (atomically, see :func:`iomodel.files.write_text_atomic`)."""
-    return write_text_atomic(path, calibration_toml(cal))
+def write_calibration(path: str | os.PathLike, cal: Calibration, *, create_parent: bool = False) -> Path:
+    """Write ``cal`` as TOML at ``path`` (atomically; refused as :func:`iomodel.files.write_text_atomic`
+    refuses; ``create_parent``: the folder is the tools' own and may be created)."""
+    return write_text_atomic(path, calibration_toml(cal), create_parent=create_parent)
 
 
 def calibration_from_dict(d: Mapping[str, Any]) -> Calibration:

@@ -53,8 +53,10 @@ def _load_builtin(key: str) -> GpuSpec:
 
 def _load_path(text: str) -> GpuSpec:
     p = Path(text).expanduser()
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise HardwareError(f"{text}: no such file")
+    if not p.is_file():
+        read_toml(p)  # says what it is instead (a folder, a named pipe, a dangling link)
     st = p.stat()
     ck = (str(p.resolve()), st.st_mtime_ns)
     spec = _PATH_CACHE.get(ck)
@@ -99,7 +101,7 @@ def spec_for_device(device_name: str) -> GpuSpec:
         known = [alias for k in list_specs() for alias in _load_builtin(k).aliases]
         raise UnknownGpuError(
             f"unknown GPU device {device_name!r}: known devices are {', '.join(known)}; "
-            f"pass --gpu-spec KEY or a TOML path"
+            f"pass --gpu KEY or a TOML path"
         )
     return _load_builtin(key)
 
@@ -132,5 +134,9 @@ def _unknown_gpu_message(text: str) -> str:
         spec = _load_builtin(key)
         for name in (key, *spec.aliases):
             names.setdefault(_norm(name), name)
+    # a short name ("h100") that starts several keys is ambiguous: name them all, keys first
+    prefixed = [k for k in list_specs() if _norm(text) and _norm(k).startswith(_norm(text))]
+    if prefixed:
+        return message + f"; did you mean {' or '.join(repr(k) for k in prefixed)}?"
     close = difflib.get_close_matches(_norm(text), list(names), n=1)
     return message + (f"; did you mean {names[close[0]]!r}?" if close else "")

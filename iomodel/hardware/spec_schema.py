@@ -16,10 +16,12 @@ from typing import Any, Callable, Mapping
 
 from .facts import Fact, HardwareError, Kind, check_fact
 from .gpu_spec import GpuSpec, WgmmaShape
+from .toml_io import check_schema_version
 
 __all__ = ["SpecField", "SPEC_FIELDS", "ARCHES", "parse_spec"]
 
 ARCHES = ("ampere", "hopper")
+_TOP_LEVEL = {"schema_version", "key", "name", "arch", "aliases"}
 _KEY_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 # datasheet TFLOP/s and per-clock rate x SMs x clock must agree this closely
 _CONSISTENCY_TOL = 0.02
@@ -75,9 +77,15 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
 
 def parse_spec(data: Mapping[str, Any], where: str, path: Path | None) -> GpuSpec:
     """Check a parsed spec file (``where`` names it in errors) and build its :class:`GpuSpec`."""
+    check_schema_version(data, where)
     header = _read_header(data, where)
     facts: dict[str, Fact] = {}
     values = {f.name: _read_field(data, where, f, header["arch"], facts) for f in SPEC_FIELDS}
+    # after the fields, so a misspelt required field says "missing"; a misspelt optional one would
+    # otherwise be dropped without a word
+    unknown = sorted(set(data) - _TOP_LEVEL - {f.name for f in SPEC_FIELDS})
+    if unknown:
+        raise HardwareError(f"{where}: unknown field '{unknown[0]}'")
     _cross_check(values, where)
     attrs = {f.name: _attribute(f, values[f.name]) for f in SPEC_FIELDS if f.on_spec}
     return GpuSpec(**header, **attrs, facts=facts, path=path)

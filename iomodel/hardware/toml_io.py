@@ -7,24 +7,43 @@ numbers and ``{value, unit, source}`` tables, so a small writer suffices.
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ..files import not_regular
 from .facts import HardwareError
 
-__all__ = ["read_toml", "toml_str", "toml_num", "fact_table"]
+__all__ = ["SCHEMA_VERSION", "read_toml", "check_schema_version", "toml_str", "toml_num", "fact_table"]
+
+#: the version of spec and calibration files this iomodel reads and writes; a file without the key is 1
+SCHEMA_VERSION = 1
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """The parsed file; a missing or malformed file is a one-line :class:`HardwareError`."""
+    """The parsed file; a missing, unreadable, binary or malformed file is a one-line :class:`HardwareError`."""
     try:
+        kind = not_regular(os.stat(path).st_mode)
+        if kind is not None:  # a named pipe would block the read
+            raise HardwareError(f"{path}: {kind}, not a TOML file")
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise HardwareError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
+    except OSError as exc:
+        raise HardwareError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise HardwareError(f"{path.name}: not UTF-8 text (a binary file?); not a TOML file") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise HardwareError(f"{path.name}: not valid TOML: {exc}") from None
+
+
+def check_schema_version(data: Mapping[str, Any], where: str) -> None:
+    """``schema_version`` absent (version 1) or the one this iomodel reads; anything else is refused."""
+    v = data.get("schema_version", SCHEMA_VERSION)
+    if isinstance(v, bool) or not isinstance(v, int) or v != SCHEMA_VERSION:
+        raise HardwareError(f"{where}: schema_version {v!r} is not supported (this iomodel reads {SCHEMA_VERSION})")
 
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}

@@ -1,4 +1,5 @@
-"""The command line: defaults, options, outputs and one-line errors with exit status 2."""
+"""The command line: defaults, options, outputs and one-line errors with exit status 2 (the boundary
+itself: test_boundary.py; a table of bad inputs to every command: tests/test_cli_fuzz.py)."""
 import json
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def test_predict_as_module_without_arguments():
 
 @pytest.mark.parametrize("algo", ["flash-attention", "flash-attention-causal", "gqa", "attention-unfused", "matmul", "softmax"])
 def test_predict_every_algorithm_as_json(capsys, algo):
-    code, out, _ = run(capsys, "predict", "--algo", algo, "--gpu", "a100-sxm-80gb", "--json", "--seqlen", "2048")
+    size = ["--m", "2048"] if algo == "matmul" else ["--seqlen", "2048"]
+    code, out, _ = run(capsys, "predict", "--algo", algo, "--gpu", "a100-sxm-80gb", "--json", *size)
     assert code == 0
     preds = json.loads(out)
     assert preds and all(p["time_s"] > 0 and p["feasible"] for p in preds)
@@ -45,33 +47,6 @@ def test_predict_explicit_tiles_and_gqa_shape(capsys):
     (p,) = json.loads(out)
     assert p["config"] == {"block_m": 128, "block_n": 64, "warps": 4, "stages": 2}
     assert p["shape"]["H_kv"] == 8 and p["smem_bytes"] == (128 + 2 * 2 * 64) * 64 * 2
-
-
-@pytest.mark.parametrize("argv, needle", [
-    (["predict", "--gpu", "rtx9000"], "unknown GPU"),
-    (["predict", "--seqlen", "0"], "positive integer"),
-    (["predict", "--batch", "-2"], "positive integer"),
-    (["predict", "--head-dim", "80"], "head dim 80"),
-    (["predict", "--algo", "bogus"], "invalid choice"),
-    (["predict", "--heads", "6", "--kv-heads", "4"], "multiple"),
-    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=256,block_n=256,warps=4,stages=4"], "do not fit"),
-    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=128"], "missing"),
-    (["predict", "--kernel", "nope"], "unknown kernel family"),
-    (["predict", "--kernel", "flash_sm8"], "did you mean flash_sm80"),
-    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=24,block_n=64,warps=4,stages=2"], "cannot build"),
-    (["predict", "--kernel", "flash_sm90", "--tiles", "block_m=192,block_n=80,stages=2,consumers=2"], "64 * consumers"),
-    (["predict", "--gpu", "a100-sxm-40gb", "--kernel", "flash_sm90"], "no wgmma"),
-    (["validate", "/nonexistent.json"], "nonexistent"),
-])
-def test_bad_input_one_line_exit_2(capsys, argv, needle):
-    with pytest.raises(SystemExit) as e:
-        code = main(argv)
-        raise SystemExit(code)
-    out, err = capsys.readouterr()
-    assert e.value.code == 2
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0], err
-    assert "Traceback" not in err
 
 
 def test_user_spec_file_errors_name_the_field(tmp_path, capsys):
@@ -108,3 +83,116 @@ def test_gpus_lists_every_spec(capsys):
     assert code == 0
     for key in ("a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200-sxm"):
         assert key in out
+
+
+def test_version_help_defaults_and_examples(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("iomodel 0.")
+    for cmd in ("predict", "tiles", "pseudocode", "draw", "roofline", "validate", "gpus"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        out = capsys.readouterr().out
+        assert "examples:" in out and f"iomodel {cmd}" in out, cmd
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 4096)", "(default: h100-sxm)", "(default: auto)", "(default: bf16)",
+                    "(default: flash-attention)", "default: seqlen"):
+        assert default in out, default
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["predict", "--gpu", "rtx9000"], "unknown GPU"),
+    (["predict", "--seqlen", "0"], "positive integer"),
+    (["predict", "--batch", "-2"], "positive integer"),
+    (["predict", "--head-dim", "80"], "head dim 80"),
+    (["predict", "--algo", "bogus"], "invalid choice"),
+    (["predict", "--heads", "6", "--kv-heads", "4"], "multiple"),
+    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=256,block_n=256,warps=4,stages=4"], "do not fit"),
+    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=128"], "missing"),
+    (["predict", "--kernel", "nope"], "invalid choice: 'nope'"),
+    (["predict", "--kernel", "flash_sm8"], "did you mean flash_sm80"),
+    (["predict", "--kernel", "flash_sm80", "--tiles", "block_m=24,block_n=64,warps=4,stages=2"], "cannot build"),
+    (["predict", "--kernel", "flash_sm90", "--tiles", "block_m=192,block_n=80,stages=2,consumers=2"], "64 * consumers"),
+    (["predict", "--gpu", "a100-sxm-40gb", "--kernel", "flash_sm90"], "no wgmma"),
+    (["validate", "/nonexistent.json"], "nonexistent"),
+    # a flag the command does not take: argparse refuses it, naming the commands that do
+    (["roofline", "--kernel", "bogus"], "roofline takes no --kernel"),
+    (["draw", "--gpu", "a100-sxm-80gb"], "draw takes no --gpu"),
+    (["tiles", "--tiles", "block_m=128"], "tiles takes no --tiles"),
+    (["predict", "--seqlne", "4"], "did you mean --seqlen?"),
+    # a flag the algorithm does not read
+    (["predict", "--m", "4096"], "--m not used by --algo flash-attention"),
+    (["predict", "--algo", "matmul", "--heads", "4", "--batch", "2"], "--batch, --heads not used by --algo matmul"),
+    (["predict", "--algo", "softmax", "--head-dim", "64"], "--head-dim not used by --algo softmax"),
+    (["roofline", "--algo", "matmul"], "invalid choice: 'matmul'"),
+    # options that need another one
+    (["predict", "--tiles", "block_m=128,block_n=64,warps=4,stages=2"], "--tiles needs --kernel"),
+    (["predict", "--kernel", "matmul_sm80"], "--kernel matmul_sm80 serves --algo matmul, not flash-attention"),
+    (["pseudocode", "--algo", "matmul", "--kernel", "flash_sm90"], "serves --algo flash-attention"),
+    (["pseudocode", "--symbolic", "--gpu", "a100-sxm-80gb"], "--gpu not used: --symbolic"),
+    (["tiles", "--why-limit", "3"], "--why-limit not used without --why"),
+    (["predict", "--force-calibration"], "--force-calibration goes with a --calibration"),
+    # names: did you mean
+    (["predict", "--algo", "flash-atention"], "did you mean flash-attention?"),
+    (["predict", "--gpu", "h100-sxn"], "did you mean 'h100-sxm'?"),
+    (["predcit"], "did you mean predict?"),
+    # calibrations: never a silent fallback to datasheet rates, never another GPU's without a word
+    (["predict", "--calibration", "nne"], "did you mean none?"),
+    (["predict", "--calibration", "AUTO"], "did you mean auto?"),
+    (["predict", "--calibration", "a100-sxm-80gb", "--gpu", "a100-sxm-80gb"], "no calibration 'a100-sxm-80gb'"),
+    (["predict", "--gpu", "a100-sxm-80gb", "--calibration", "h100-sxm"], "measured on h100-sxm, not a100-sxm-80gb"),
+    # sizes the GPU or the launch cannot hold
+    (["predict", "--seqlen", str(10**12)], "32-bit size limit"),
+    (["predict", "--algo", "attention-unfused", "--seqlen", "65536", "--batch", "64"], "of GPU memory"),
+    (["predict", "--kernel", "flash_sm80", "--batch", "70000", "--seqlen", "128"], "at most 65535"),
+    (["predict", "--algo", "matmul", "--m", "100000000", "--n", "16", "--k", "16"], "row blocks"),
+    # outputs are checked before any work
+    (["draw", "--out", "x.png"], "--out x.png: unknown suffix"),
+])
+def test_bad_input_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("iomodel: error: ") and needle in lines[0], err
+
+
+def test_forced_calibration_of_another_gpu(capsys):
+    code, out, err = run(capsys, "predict", "--gpu", "a100-sxm-80gb", "--calibration", "h100-sxm",
+                         "--force-calibration", "--json")
+    assert code == 0 and json.loads(out)[0]["calibration_used"].startswith("h100-sxm")
+
+
+def test_calibration_none_and_auto(capsys):
+    _, out, _ = run(capsys, "predict", "--calibration", "none", "--json")
+    assert json.loads(out)[0]["calibration_used"] is None
+    _, out, _ = run(capsys, "predict", "--json")
+    assert json.loads(out)[0]["calibration_used"].startswith("h100-sxm")
+
+
+def test_times_in_human_units():
+    from iomodel.cli.predict import format_duration
+
+    assert format_duration(0.0) == "0.0 us"
+    assert format_duration(5e-9) == "5.0 ns"
+    assert format_duration(3e-5) == "30.0 us"
+    assert format_duration(9.11e-4) == "0.911 ms"
+    assert format_duration(12.5) == "12.500 s"
+    assert format_duration(600) == "10.0 min"
+    assert format_duration(7200) == "2 h"
+    assert len(format_duration(1e15)) < 12
+
+
+def test_json_on_tiles_and_gpus(capsys):
+    code, out, _ = run(capsys, "tiles", "--kernel", "flash_sm80", "--top", "2", "--why", "--why-limit", "3", "--json")
+    (res,) = json.loads(out)
+    assert code == 0 and res["kernel"] == "flash_sm80" and len(res["ranked"]) == 2 and len(res["rejected"]) == 3
+    assert set(res["ranked"][0]) >= {"time_s", "tflops", "bottleneck", "config", "shape"}  # Prediction's fields
+    code, out, _ = run(capsys, "gpus", "--json")
+    specs = json.loads(out)
+    assert code == 0 and {s["key"] for s in specs} >= {"h100-sxm", "a100-sxm-80gb"} and specs[0]["sm_count"] > 0
+
+
+def test_pictures_to_standard_output(capsys):
+    code, out, _ = run(capsys, "draw", "--out", "-")
+    assert code == 0 and out.startswith("<svg") and "wrote" not in out

@@ -294,7 +294,7 @@ def test_calibration_round_trip(tmp_path):
         fp32_fma_per_clk_per_sm=122,
         sources={"clock_hz": "median of nvidia-smi clocks.sm samples"},
     )
-    p = write_calibration(tmp_path / "sub" / "h100-sxm.toml", cal)
+    p = write_calibration(tmp_path / "sub" / "h100-sxm.toml", cal, create_parent=True)
     assert p.is_file()
     assert not list(p.parent.glob("*.tmp"))
     back = load_calibration(str(p))

@@ -173,7 +173,7 @@ def test_calibration_field_errors(tmp_path, f):
 # -- the atomic writer ----------------------------------------------------------
 
 def test_write_text_atomic_replaces_whole_and_leaves_no_temp(tmp_path):
-    p = write_text_atomic(tmp_path / "sub" / "out.txt", "one\n")
+    p = write_text_atomic(tmp_path / "sub" / "out.txt", "one\n", create_parent=True)
     assert p.read_text() == "one\n"
     write_text_atomic(p, "two\n")
     assert p.read_text() == "two\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from iomodel import families
+from iomodel.files import OutputError
 from iomodel.results import (SCHEMA_VERSION, ResultRow, ResultsError, config_label, load_results, save_results,
                              shape_key, shape_label)
 
@@ -55,7 +56,7 @@ def test_result_row_optional_keys_only_when_set():
     assert "error" not in d and "timing" not in d and "prediction" not in d and d["note"] == 1
     row.error = "boom"
     assert row.as_dict()["error"] == "boom"
-    with pytest.raises(ResultsError, match="row 3: no 'kernel'"):
+    with pytest.raises(ResultsError, match="row 3: field 'kernel' missing"):
         ResultRow.from_dict({"shape": SHAPE}, "row 3")
 
 
@@ -77,7 +78,7 @@ def test_save_and_load(tmp_path):
     ("{not json", "not valid JSON"),
     ("[1, 2]", "not a JSON object"),
     ("{}", "no 'rows' list"),
-    (json.dumps({"rows": [{"name": "x"}]}), "row 0: no 'kernel'"),
+    (json.dumps({"rows": [{"name": "x"}]}), "row 0: field 'kernel' missing"),
     (json.dumps({"schema_version": SCHEMA_VERSION + 1, "rows": []}), "newer than this iomodel reads"),
 ])
 def test_load_errors_name_the_file(tmp_path, text, message):
@@ -95,7 +96,9 @@ def test_load_missing_file(tmp_path):
 
 def test_save_results_atomic(tmp_path, monkeypatch):
     p = tmp_path / "sub" / "out.json"
-    save_results(p, {"a": 1, "nan": float("nan"), "t": (1, 2), "path": Path("/x")})
+    with pytest.raises(OutputError, match="sub does not exist"):  # only folders the tools own are made
+        save_results(p, {"a": 1})
+    save_results(p, {"a": 1, "nan": float("nan"), "t": (1, 2), "path": Path("/x")}, create_parent=True)
     assert json.loads(p.read_text()) == {"a": 1, "nan": None, "t": [1, 2], "path": "/x"}
     save_results(p, {"a": 2})
     assert json.loads(p.read_text()) == {"a": 2}
@@ -106,7 +109,7 @@ def test_save_results_atomic(tmp_path, monkeypatch):
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk on fire"):
+    with pytest.raises(OutputError, match=r"out\.json: cannot write \(disk on fire\); the old file is unchanged"):
         save_results(p, {"a": 3})
     assert json.loads(p.read_text()) == {"a": 2}
     assert sorted(x.name for x in p.parent.iterdir()) == ["out.json"]

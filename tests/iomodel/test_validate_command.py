@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,23 @@ def test_recomputed_and_stored(capsys):
 
 def test_calibration_override(capsys):
     _, stored_cal, _ = _validate(capsys, RUN11)
-    code, out, _ = _validate(capsys, RUN11, "--calibration", "h200-sxm")
+    # an H200 calibration on H100 results: refused unless forced
+    code, _, err = _validate(capsys, RUN11, "--calibration", "h200-sxm")
+    assert code == 2 and "measured on h200-sxm, not h100-sxm" in err and "--force-calibration" in err
+    code, out, _ = _validate(capsys, RUN11, "--calibration", "h200-sxm", "--force-calibration")
     assert code == 0 and "calibration h200-sxm" in out and out != stored_cal
+    code, out, _ = _validate(capsys, RUN11, "--calibration", "none", "--json")
+    assert code == 0 and json.loads(out)["calibrations"] == []
 
 
 @pytest.mark.parametrize("args, needle", [
     (["/nonexistent.json"], "/nonexistent.json: cannot read"),
     ([RUN11, "--calibration", "/nonexistent.toml"], "nonexistent.toml"),
+    ([RUN11, "--calibration", "nne"], "did you mean none?"),
+    ([RUN11, "--stored", "--calibration", "h100-sxm"], "--calibration not used with --stored"),
+    ([RUN11, "--gpu", "h100-sxm"], "--gpu not used without --html"),
+    ([RUN11, "--html", "page.svg"], "--html page.svg: unknown suffix"),
+    ([RUN11, "--html", "-", "--json"], "both write to standard output"),
 ])
 def test_errors_one_line(capsys, args, needle):
     code, _, err = _validate(capsys, *args)
@@ -47,3 +58,12 @@ def test_html_page(capsys, tmp_path):
     code, out, _ = _validate(capsys, RUN11, "--html", str(page), "--gpu", "h100-sxm")
     assert code == 0 and f"wrote {page}" in out
     assert page.read_text().rstrip().endswith("</html>")
+    # the old option name still works (hidden from help); `-` puts the page on stdout instead of the text
+    code, out, _ = _validate(capsys, RUN11, "--html", "-", "--gpu-spec", "h100-sxm")
+    assert code == 0 and out.lstrip().startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
+
+
+def test_json_report(capsys):
+    code, out, _ = _validate(capsys, RUN11, "--stored", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ours"]["n"] == 118 and report["recomputed"] is False  # accuracy.Report's fields

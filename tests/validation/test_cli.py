@@ -30,26 +30,57 @@ def _run(args, env, **kw):
                           cwd=REPO, **kw)
 
 
+def _one_line(r) -> str:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("validation: error: "), r.stderr
+    return lines[0]
+
+
 def test_report_moved_to_iomodel_validate(no_torch_env):
     r = _run(["--help"], no_torch_env)
     assert r.returncode == 0 and "run" in r.stdout and "python -m iomodel validate" in r.stdout
-    r = _run(["report", "x.json"], no_torch_env)
-    assert r.returncode == 2 and "invalid choice: 'report'" in r.stderr
+    assert "invalid choice: 'report'" in _one_line(_run(["report", "x.json"], no_torch_env))
+    assert "did you mean run?" in _one_line(_run(["rnu"], no_torch_env))
+    assert "required: COMMAND" in _one_line(_run([], no_torch_env))  # one line, as iomodel's, no usage block
 
 
-
-def test_help_and_argument_errors(no_torch_env, tmp_path):
+def test_help_version_and_argument_errors(no_torch_env, tmp_path):
     r = _run(["run", "--help"], no_torch_env)
-    assert r.returncode == 0 and "--dry-run" in r.stdout and "--gpu-spec" in r.stdout and "--rounds" in r.stdout
-    r = _run(["run", "--dry-run", "--rounds", "0"], no_torch_env)
-    assert r.returncode == 2 and "--rounds" in r.stderr
-    r = _run(["run", "--only", "nope"], no_torch_env)
-    assert r.returncode == 2 and "--only" in r.stderr
-    r = _run(["run", "--dry-run", "--gpu-spec", "h100-sxn", "--out", str(tmp_path / "x.json")], no_torch_env)
-    assert r.returncode == 2 and r.stderr.startswith("error: unknown GPU") and len(r.stderr.splitlines()) == 1
-    # a real run without torch fails with one clear line
-    r = _run(["run", "--out", str(tmp_path / "x.json")], no_torch_env)
-    assert r.returncode == 2 and r.stderr.startswith("error: ImportError")
+    assert r.returncode == 0 and "--dry-run" in r.stdout and "--gpu " in r.stdout and "--rounds" in r.stdout
+    assert "--gpu-spec" not in r.stdout and "examples:" in r.stdout and "(default: 510)" in r.stdout
+    r = _run(["--version"], no_torch_env)
+    assert r.returncode == 0 and r.stdout.startswith("python -m validation 0.")
+    assert "--rounds" in _one_line(_run(["run", "--dry-run", "--rounds", "0"], no_torch_env))
+    assert "--only" in _one_line(_run(["run", "--only", "nope"], no_torch_env))
+    line = _one_line(_run(["run", "--dry-run", "--gpu-spec", "h100-sxn", "--out", str(tmp_path / "x.json")],
+                          no_torch_env))
+    assert "unknown GPU" in line and "did you mean 'h100-sxm'" in line
+    # a real run without torch: one line naming the gpu extra and the dry run
+    line = _one_line(_run(["run", "--out", str(tmp_path / "x.json")], no_torch_env))
+    assert "torch" in line and 'pip install -e ".[gpu]"' in line and "--dry-run" in line
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--budget-s", "-5"], "--budget-s: takes a positive number"),
+    (["--budget-s", "nan"], "--budget-s: takes a positive number"),
+    (["--shape", "0:128"], "N must be a positive integer"),
+    (["--shape", "4096:3"], "head dim 3 is not one the kernels run"),
+    (["--calibration", "h100-sxm"], "--calibration not used without --no-ceilings"),
+    (["--no-ceilings", "--calibration", "nne"], "did you mean none?"),
+    (["--no-ceilings", "--calibration", "none"], "--calibration none"),
+    (["--gpu", "a100-sxm-80gb", "--no-ceilings", "--calibration", "h100-sxm"], "measured on h100-sxm"),
+    (["--no-ceilings", "--calibration-out", "c.toml"], "--calibration-out not used with --no-ceilings"),
+    (["--force-calibration"], "--force-calibration goes with"),
+    (["--calibration-out", "{tmp}"], "--calibration-out"),
+    (["--out", "{tmp}/r.txt"], "--out"),
+    (["--out", "{tmp}/missing/r.json"], "does not exist"),
+])
+def test_run_option_errors(no_torch_env, tmp_path, args, needle):
+    args = [a.format(tmp=tmp_path) for a in args]
+    before = sorted(tmp_path.iterdir())
+    assert needle in _one_line(_run(["run", "--dry-run", *args], no_torch_env))
+    assert sorted(tmp_path.iterdir()) == before  # refused before anything was written
 
 
 def test_dry_run_without_torch(no_torch_env, tmp_path):
@@ -62,3 +93,12 @@ def test_dry_run_without_torch(no_torch_env, tmp_path):
     data = json.loads(out.read_text())
     assert data["dry_run"] is True and data["rows"] and data["options"]["rounds"] == 3
     assert all(row["timing"]["rounds"] == 3 for row in data["rows"] if row["ok"])
+
+
+def test_dry_run_json_summary(no_torch_env, tmp_path):
+    out = tmp_path / "dry.json"
+    r = _run(["run", "--dry-run", "--quick", "--only", "flash_sm80", "--no-ceilings", "--calibration", "h100-sxm",
+              "--out", str(out), "--seed", "1", "--json"], no_torch_env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)  # accuracy.Report's fields
+    assert report["ours"]["n"] > 0 and report["calibrations"][0]["gpu_key"] == "h100-sxm"

@@ -1,0 +1,126 @@
+"""`pseudocode`, `draw` and `roofline`: the algorithm's loop nest, its diagram, and the roofline page."""
+from __future__ import annotations
+
+import sys
+
+from .problem import ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, problem, refuse_gpu_options
+from .reports import PAGE_FORMATS
+
+DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
+
+
+def _shown_family(args) -> str:
+    """The family whose loop nest pseudocode and draw show: --kernel (checked to be one of the
+    algorithm's), else the first (flash_sm80's warp-level nest for FlashAttention)."""
+    return args.kernel if args.kernel != "auto" else ALGO_FAMILIES[args.algo][0]
+
+
+def _diagram_for(args):
+    from diagrams import library
+    if args.algo == "matmul":
+        return library.tiled_matmul(warps="w")
+    if args.algo == "softmax":
+        return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
+    if args.algo == "attention-unfused":
+        return library.unfused_attention()
+    fam = _shown_family(args)
+    if fam != FLASH[0]:  # another family asked for: its own diagram (the Hopper one: warpgroups)
+        from .. import families
+        return families.get(fam).build(args.algo == "flash-attention-causal", args.algo == "gqa")
+    kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}
+    return library.flash_attention(causal=args.algo == "flash-attention-causal", **kw)
+
+
+def _values_for(args, spec, cal) -> dict:
+    """Concrete sizes for pseudocode: the shape plus the best tiles of the searched family."""
+    from .. import families
+    from ..problems import shape_symbols
+    from ..tiles import search
+    _, shape = problem(args)
+    fam = families.get(_shown_family(args))
+    res = search(fam.name, spec, shape, calibration=cal, top=1)
+    vals = {**shape_symbols(fam.problem, res.shape), **fam.symbol_values([res.ranked[0].config])}
+    if args.algo == "matmul":
+        vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
+    if args.algo == "softmax":
+        vals = {"n": vals.pop("R"), "m": vals.pop("C"), **vals}
+    if args.algo != "gqa":
+        vals.pop("Hk", None), vals.pop("g", None)
+    return {k: int(v[0]) if hasattr(v, "__len__") else int(v) for k, v in vals.items()}
+
+
+def cmd_pseudocode(args) -> int:
+    from ..hardware import resolve_gpu
+    from ..pseudocode import pseudocode
+
+    if args.symbolic:
+        refuse_gpu_options(args, "--symbolic keeps every size a symbol")
+    checked(args)
+    d = _diagram_for(args)
+    values = None
+    if not args.symbolic:
+        spec = resolve_gpu(args.gpu)
+        values = _values_for(args, spec, calibration_for(args.calibration, spec, args.force_calibration))
+    print(pseudocode(d, values), end="")
+    return 0
+
+
+def cmd_draw(args) -> int:
+    from diagrams.render import render_html, render_svg
+
+    from ..files import check_output
+
+    out = check_output(args.out, DRAW_FORMATS, what="--out")
+    checked(args)
+    d = _diagram_for(args)
+    text = render_html(d) if out.format == "html" else render_svg(d)
+    out.write(text)
+    if not out.stdout:
+        print(f"wrote {out} ({len(text) / 1024:.0f} KiB)")
+    return 0
+
+
+def _points(args, spec, cal, shape) -> list[dict]:
+    """The roofline's points: the top flash configurations of every family the GPU runs, the unfused
+    attention (when its N x N scores fit the GPU) and a matmul."""
+    from .. import families
+    from ..limits import fit_problem
+    from ..tiles import search
+
+    points = []
+
+    def add(label, pred, family):
+        points.append(dict(label=label, flops=pred.flops, hbm_bytes=pred.hbm_bytes, time_s=pred.time_s,
+                           kind="predicted", family=family))
+    for fam in (f for f in FLASH if not families.get(f).gpu_problem(spec)):
+        for p in search(fam, spec, shape, calibration=cal, top=args.top).ranked:
+            add(f"{fam} {families.get(fam).label(p.config)}", p, fam)
+    unfused, ushape = families.get("unfused"), {**shape, "H_kv": shape["H"]}
+    why = fit_problem(unfused, spec, ushape)
+    if why:  # the flash points are what the page is for: it goes on without this one, and says so
+        print(f"iomodel: note: no unfused point: {why}", file=sys.stderr)
+    else:
+        best = search("unfused", spec, ushape, calibration=cal, top=1).ranked[0]
+        add(f"unfused {unfused.label(best.config)}", best, "unfused")
+    mm = families.get("matmul_sm80")
+    best = search(mm.name, spec, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype), calibration=cal, top=1).ranked[0]
+    add(f"matmul {args.m}x{args.n}x{args.k} {mm.label(best.config)}", best, "matmul")
+    return points
+
+
+def cmd_roofline(args) -> int:
+    from ..files import check_output
+    from ..hardware import resolve_gpu
+    from ..report import roofline_html
+
+    out = check_output(args.out, PAGE_FORMATS, what="--out")
+    checked(args, reads_sizes=MATMUL_SIZES)
+    spec = resolve_gpu(args.gpu)
+    cal = calibration_for(args.calibration, spec, args.force_calibration)
+    _, shape = problem(args)
+    points = _points(args, spec, cal, shape)
+    title = f"{spec.name}: attention B={shape['B']} H={shape['H']} N={shape['N_q']} d={shape['d']} {shape['dtype']}"
+    out.write(roofline_html(spec, points, title, calibration=cal))
+    if not out.stdout:
+        print(f"wrote {out}: {len(points)} points on the {spec.key} roofline")
+    return 0

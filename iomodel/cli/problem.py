@@ -1,0 +1,166 @@
+"""The problem options (algorithm, GPU, kernel family, sizes, dtype, calibration) and the rules of their use.
+
+A command gets only the options it reads (argparse refuses the rest).  Which sizes an algorithm reads
+depends on the algorithm, so the sizes default to None in the parser: :func:`checked` refuses a size
+the algorithm does not read (and the other rules below), then fills in the defaults of this table.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..boundary import UsageError
+
+ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
+ALGOS = (*ATTENTION_ALGOS, "matmul", "softmax")
+FLASH = ("flash_sm80", "flash_sm90")
+ALGO_FAMILIES = {"flash-attention": FLASH, "flash-attention-causal": FLASH, "gqa": FLASH,
+                 "attention-unfused": ("unfused",), "matmul": ("matmul_sm80",), "softmax": ("softmax",)}
+DEFAULT_GPU = "h100-sxm"
+
+# dest -> (flag, default, help); a None default is derived from other options, as the help says
+SIZES = {
+    "batch": ("--batch", 4, "batch B"),
+    "heads": ("--heads", 16, "query heads H"),
+    "kv_heads": ("--kv-heads", None, "K/V heads H_kv for grouped-query attention (default: heads; heads/4 "
+                                     "for --algo gqa)"),
+    "seqlen": ("--seqlen", 4096, "query length N_q"),
+    "kv_seqlen": ("--kv-seqlen", None, "key length N_k; the columns of a softmax (default: seqlen)"),
+    "head_dim": ("--head-dim", 128, "head dim d"),
+    "m": ("--m", 8192, "matmul rows M"),
+    "n": ("--n", 8192, "matmul columns N"),
+    "k": ("--k", 8192, "matmul contraction K"),
+}
+ATTENTION_SIZES = ("batch", "heads", "kv_heads", "seqlen", "kv_seqlen", "head_dim")
+MATMUL_SIZES = ("m", "n", "k")
+ALGO_SIZES = {**{a: ATTENTION_SIZES for a in ATTENTION_ALGOS}, "matmul": MATMUL_SIZES,
+              "softmax": ("batch", "heads", "seqlen", "kv_seqlen")}   # rows = B * H * N_q, columns = N_k
+# the options that depend on the GPU; --symbolic pseudocode reads none of them
+GPU_OPTIONS = {"gpu": ("--gpu", DEFAULT_GPU), "dtype": ("--dtype", "bf16"), "calibration": ("--calibration", "auto")}
+
+
+def positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _shown(default) -> str:
+    return f" (default: {default})" if default is not None else ""
+
+
+def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = True, gpu: bool = True,
+                     sizes=tuple(SIZES)) -> None:
+    """The problem options a command reads: always --algo; --kernel, the GPU options and `sizes` when
+    the command reads them."""
+    p.add_argument("--algo", default=algos[0], choices=algos, help="algorithm")
+    if kernel:
+        from .. import families
+
+        p.add_argument("--kernel", default="auto", choices=("auto", *families.FAMILIES),
+                       help="kernel family, one of the algorithm's (auto: every one the GPU runs)")
+    if not gpu:
+        return
+    p.add_argument("--gpu", metavar="KEY|NAME|PATH",
+                   help=f"spec key (iomodel gpus), device name, or a spec TOML path{_shown(DEFAULT_GPU)}")
+    for dest in sizes:
+        flag, default, text = SIZES[dest]
+        p.add_argument(flag, dest=dest, type=positive, metavar="N", help=text + _shown(default))
+    p.add_argument("--dtype", choices=("bf16", "fp16"), help="element type (default: bf16)")
+    p.add_argument("--calibration", metavar="auto|none|KEY|PATH",
+                   help="measured ceilings: auto (iomodel/calibration/<gpu>.toml when there is one), none "
+                        "(datasheet rates), a calibration key or a TOML path (default: auto)")
+    p.add_argument("--force-calibration", action="store_true",
+                   help="use a --calibration measured on another GPU than --gpu")
+
+
+def _given(args, dests) -> list[str]:
+    return [d for d in dests if getattr(args, d, None) is not None]
+
+
+def _flags(dests) -> str:
+    return ", ".join({**SIZES, **GPU_OPTIONS}[d][0] for d in dests)
+
+
+def checked(args, reads_sizes=None) -> argparse.Namespace:
+    """`args` after the option rules, with defaults filled in.  `reads_sizes`: the sizes the command
+    reads besides the algorithm's (roofline's matmul point reads --m --n --k)."""
+    algo = args.algo
+    reads = set(ALGO_SIZES[algo]) | set(reads_sizes or ())
+    extra = [d for d in _given(args, SIZES) if d not in reads]
+    if extra:
+        raise UsageError(f"{_flags(extra)} not used by --algo {algo}, which reads {_flags(ALGO_SIZES[algo])}")
+    kernel = getattr(args, "kernel", "auto")
+    if kernel != "auto" and kernel not in ALGO_FAMILIES[algo]:
+        serves = [a for a, fams in ALGO_FAMILIES.items() if kernel in fams]
+        raise UsageError(f"--kernel {kernel} serves --algo {' or '.join(serves)}, not {algo} "
+                         f"(which runs on {' or '.join(ALGO_FAMILIES[algo])})")
+    check_force(args)
+    for dest, (_flag, default) in GPU_OPTIONS.items():
+        if hasattr(args, dest) and getattr(args, dest) is None:
+            setattr(args, dest, default)
+    for dest in SIZES:
+        if hasattr(args, dest) and getattr(args, dest) is None:
+            setattr(args, dest, SIZES[dest][1])
+    return args
+
+
+def refuse_gpu_options(args, why: str) -> None:
+    """UsageError when a GPU option or size was given to a command that, as called, reads none."""
+    given = _given(args, [*GPU_OPTIONS, *SIZES])
+    if given or getattr(args, "force_calibration", False):
+        raise UsageError(f"{_flags(given) or '--force-calibration'} not used: {why}")
+
+
+def problem(args) -> tuple[tuple[str, ...], dict]:
+    """Kernel families of the algorithm and its shape, from checked args."""
+    fams = ALGO_FAMILIES[args.algo]
+    if args.algo == "matmul":
+        return fams, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype)
+    if args.algo == "softmax":
+        return fams, dict(rows=args.batch * args.heads * args.seqlen, cols=args.kv_seqlen or args.seqlen,
+                          dtype=args.dtype)
+    kv = args.kv_heads or (max(1, args.heads // 4) if args.algo == "gqa" else args.heads)
+    if args.heads % kv:
+        raise UsageError(f"--heads ({args.heads}) must be a multiple of --kv-heads ({kv})")
+    return fams, dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
+                      d=args.head_dim, causal=args.algo == "flash-attention-causal", dtype=args.dtype)
+
+
+def families_for(args, spec) -> list[str]:
+    """The families to run: --kernel (which must run on the GPU), else every family of the algorithm
+    that does."""
+    from .. import families
+
+    if args.kernel != "auto":
+        why = families.get(args.kernel).gpu_problem(spec)
+        if why:
+            raise UsageError(f"--kernel {args.kernel} cannot run on {spec.key}: {why}")
+        return [args.kernel]
+    return [f for f in ALGO_FAMILIES[args.algo] if not families.get(f).gpu_problem(spec)]
+
+
+def check_force(args) -> None:
+    """--force-calibration only means something beside a calibration named by key or path."""
+    if getattr(args, "force_calibration", False) and args.calibration in (None, "auto", "none"):
+        raise UsageError("--force-calibration goes with a --calibration KEY or PATH measured on another GPU")
+
+
+def check_calibration_gpu(cal, gpu_key: str, force: bool, what: str = "--calibration") -> None:
+    """A calibration's rates belong to the GPU they were measured on: another GPU's is refused unless
+    forced."""
+    if cal is not None and cal.gpu_key != gpu_key and not force:
+        raise UsageError(f"{what}: that calibration was measured on {cal.gpu_key}, not {gpu_key}; "
+                         f"pass --force-calibration to use it anyway")
+
+
+def calibration_for(text, spec, force: bool):
+    """The Calibration (or None: datasheet rates) `text` names for `spec`, checked against its GPU."""
+    from ..api import resolve_calibration
+
+    cal = resolve_calibration(spec, text)
+    check_calibration_gpu(cal, spec.key, force)
+    return cal
