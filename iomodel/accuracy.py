@@ -181,14 +181,6 @@ class _Model:
     peer: Callable[..., Any]           # (peer, spec, shape, calibration) -> prediction or None
 
 
-def _model_prediction(kernel, spec, shape, config, calibration):
-    return api.predict(kernel, spec, shape, config, calibration=calibration)
-
-
-def _model_peer_prediction(name, spec, shape, calibration):
-    return peer_prediction(name, spec, shape, calibration=calibration)
-
-
 def _pred_time(pred: Any) -> tuple[float | None, str | None, float | None]:
     """(time_s, bottleneck, hbm_bytes) of a Prediction or dict; all None if its time is unusable."""
     if pred is None:
@@ -368,7 +360,7 @@ def evaluate(
     if isinstance(results, Mapping):
         results = [results]
     rep = Report(recomputed=recompute)
-    model = _Model(predictor or _model_prediction, peer_predictor or _model_peer_prediction)
+    model = _Model(predictor or api.predict, peer_predictor or peer_prediction)
     raised = 0
     for res in results:
         f = _open_file(rep, res, calibration, recompute)

@@ -22,11 +22,12 @@ from .derive import derive
 from .errors import ModelError
 from .hardware import CALIBRATION_DIR, Calibration, GpuSpec, HardwareError, load_calibration, resolve_gpu
 from .limits import check_fits
+from .names import suggest
 from .perf import ProgramModel, build_model
 from .problems import check_shape, conventional_flops, shape_symbols
 
-__all__ = ["Prediction", "predict", "rank_configs", "evaluate_configs", "family_model", "shape_model",
-           "resolve_calibration", "named_calibration", "resolve_gpu"]
+__all__ = ["Prediction", "predict", "rank_configs", "prepare", "evaluate_configs", "symbol_values", "model_result",
+           "family_model", "shape_model", "resolve_calibration", "named_calibration"]
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Prediction:
     shape: dict
     time_s: float
     tflops: float
-    flops: float                 # conventional attention FLOPs (ANCHORS.md convention)
+    flops: float                 # conventional FLOPs of the problem (ANCHORS.md convention, iomodel.problems)
     executed_flops: dict         # per unit, as the kernel executes them (whole tiles)
     hbm_bytes: float
     global_bytes: float
@@ -79,7 +80,7 @@ def named_calibration(name) -> Calibration:
     cal = load_calibration(name)
     if cal is None:
         known = sorted(p.stem for p in CALIBRATION_DIR.glob("*.toml"))
-        raise HardwareError(f"no calibration {str(name)!r}{families.suggest(name, ['auto', 'none', *known])}: "
+        raise HardwareError(f"no calibration {str(name)!r}{suggest(name, ['auto', 'none', *known])}: "
                             f"use auto, none, {', '.join(known)} or a calibration TOML path")
     return cal
 
@@ -97,22 +98,36 @@ def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
     return family_model(kernel, bool(shape["causal"]), shape.get("H_kv", 1) != shape.get("H", 1), shape["dtype"])
 
 
-def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: Sequence, calibration="auto"):
-    """(spec, calibration, checked shape, typed configs, the model's vectorized result)."""
+def prepare(kernel: str, gpu, shape: Mapping, calibration="auto"):
+    """(family, spec, calibration, checked shape): every check a problem passes before the model runs,
+    the same for one prediction and for a search (a GPU the family cannot run on, a shape the family
+    or the GPU cannot hold)."""
     fam = families.get(kernel)
     spec = resolve_gpu(gpu)
+    if fam.gpu_problem(spec):
+        raise ModelError(f"{kernel} cannot run on {spec.key}: {fam.gpu_problem(spec)}")
     cal = resolve_calibration(spec, calibration)
     s = check_shape(fam, shape)
     check_fits(fam, spec, s)
+    return fam, spec, cal, s
+
+
+def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: Sequence, calibration="auto"):
+    """(spec, calibration, checked shape, typed configs, the model's vectorized result)."""
+    fam, spec, cal, s = prepare(kernel, gpu, shape, calibration)
     typed = [fam.config(c, s) for c in configs]
     return spec, cal, s, typed, model_result(kernel, spec, cal, s, typed)
 
 
+def symbol_values(kernel: str, shape: Mapping, typed: Sequence) -> dict:
+    """Diagram symbol -> values: the checked shape's sizes and each typed config's tiles."""
+    fam = families.get(kernel)
+    return {**shape_symbols(fam.problem, shape), **fam.symbol_values(typed)}
+
+
 def model_result(kernel: str, spec: GpuSpec, cal, shape: Mapping, typed: Sequence) -> dict:
     """The model's vectorized result for typed configs of a checked shape."""
-    fam = families.get(kernel)
-    values = {**shape_symbols(fam.problem, shape), **fam.symbol_values(typed)}
-    return shape_model(kernel, shape).evaluate(values, spec, cal)
+    return shape_model(kernel, shape).evaluate(symbol_values(kernel, shape, typed), spec, cal)
 
 
 def _summed(kernels: list, key: str, i: int) -> dict[str, float]:

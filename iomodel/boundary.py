@@ -121,7 +121,7 @@ class ArgParser(argparse.ArgumentParser):
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
-            from .families import suggest  # the registries' one "did you mean"
+            from .names import suggest
 
             known = [str(c) for c in action.choices]
             raise argparse.ArgumentError(
@@ -154,11 +154,9 @@ class ArgParser(argparse.ArgumentParser):
 def _close_option(option: str, known: list[str]) -> str | None:
     """The long option closest to `option`, compared without the dashes every option shares (with
     them any two look alike)."""
-    import difflib
+    from .names import closest
 
-    bare = {o.lstrip("-"): o for o in known if o.startswith("--")}
-    close = difflib.get_close_matches(option.lstrip("-"), list(bare), n=1, cutoff=0.6)
-    return bare[close[0]] if close else None
+    return closest(option, [o for o in known if o.startswith("--")], normalize=lambda o: o.lstrip("-"))
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

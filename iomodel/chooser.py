@@ -3,7 +3,7 @@
 The kernels call it when they are given no config: it ranks the shipped configurations of the
 candidate families with the model and returns the fastest predicted one. Shipped configurations
 are the ones compiled without spills and measured; the search (``iomodel.tiles``) ranks the whole
-space instead. Choices are cached per (GPU, families, shape).
+space instead. Choices are cached per (GPU, families, calibration, shape).
 """
 from __future__ import annotations
 

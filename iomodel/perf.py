@@ -3,7 +3,8 @@
 Vectorized: every symbol of the costs may be a numpy array (one entry per configuration), so the
 tile search evaluates thousands of configurations in one pass. The model (docs/performance-model.md):
 
-* feasibility: SMEM per block, registers per thread, threads per block, instruction-shape multiples;
+* feasibility: SMEM per block, registers per thread, threads per block (what the kernel can build at
+  all is the family's own check, before the model);
 * occupancy: resident blocks per SM from SMEM (+ the per-block reservation), registers (allocated per
   warp in granules), threads and the block limit;
 * per-SM work: the busiest SM runs ceil(blocks / SMs) blocks; each unit's time is its share of the

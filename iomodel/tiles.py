@@ -13,11 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import families
-from .api import Prediction, make_prediction, model_result, resolve_calibration, shape_model
+from .api import Prediction, make_prediction, model_result, prepare, shape_model
 from .errors import ModelError
-from .hardware import resolve_gpu
-from .limits import check_fits
-from .problems import check_shape, conventional_flops
+from .problems import conventional_flops
 
 
 @dataclass
@@ -37,13 +35,12 @@ class SearchResult:
         return [(c, str(r)) for c, r in zip(self.configs, self.reasons) if r]
 
 
-def build_reasons(fam, spec, configs: list) -> np.ndarray:
-    """Why the family's kernel cannot be built with each config on this GPU ("" when it can)."""
-    gpu = fam.gpu_problem(spec)
-    return np.array([gpu or "; ".join(c.problems()) for c in configs], dtype=object)
+def build_reasons(configs: list) -> np.ndarray:
+    """Why the family's kernel cannot be built with each config ("" when it can)."""
+    return np.array(["; ".join(c.problems()) for c in configs], dtype=object)
 
 
-def _model_over_buildable(kernel, spec, cal, shape, configs, built) -> tuple[np.ndarray, np.ndarray, dict]:
+def _model_over_buildable(kernel, spec, cal, shape, configs, built):
     """Predicted time, model reasons and the raw result over the buildable configs, spread back onto
     the whole grid (indices of `configs`)."""
     idx = np.flatnonzero(built == "")
@@ -54,27 +51,20 @@ def _model_over_buildable(kernel, spec, cal, shape, configs, built) -> tuple[np.
     if res is not None:
         time_s[idx] = np.asarray(res["time_s"], dtype=float)
         reasons[idx] = np.asarray(res["infeasible"], dtype=object)
-    return time_s, reasons, {"idx": idx, "res": res}
+    return time_s, reasons, idx, res
 
 
 def search(kernel: str, gpu, shape: dict, calibration="auto", top: int = 10, progress=None) -> SearchResult:
     """Rank every configuration of `kernel`'s search space for `shape` on `gpu`."""
-    fam = families.get(kernel)
-    spec = resolve_gpu(gpu)
-    if fam.gpu_problem(spec):
-        raise ModelError(f"{kernel} cannot run on {spec.key}: {fam.gpu_problem(spec)}")
-    cal = resolve_calibration(spec, calibration)
-    s = check_shape(fam, shape)
-    check_fits(fam, spec, s)
+    fam, spec, cal, s = prepare(kernel, gpu, shape, calibration)
     shape_model(kernel, s)  # derive once, untimed
     t0 = time.perf_counter()
     configs = fam.candidates(s)
-    time_s, reasons, sub = _model_over_buildable(kernel, spec, cal, s, configs, build_reasons(fam, spec, configs))
-    idx, res = sub["idx"], sub["res"]
-    if res is None:
-        raise ModelError(f"no {kernel} configuration fits {spec.key} for this shape")
-    smem = np.broadcast_to(np.asarray(res["kernels"][0]["smem_bytes"], dtype=float), idx.shape)
-    local = [j for j in np.lexsort((smem, time_s[idx])) if not reasons[idx[j]]]
+    time_s, reasons, idx, res = _model_over_buildable(kernel, spec, cal, s, configs, build_reasons(configs))
+    local = []
+    if res is not None:
+        smem = np.broadcast_to(np.asarray(res["kernels"][0]["smem_bytes"], dtype=float), idx.shape)
+        local = [j for j in np.lexsort((smem, time_s[idx])) if not reasons[idx[j]]]
     if not local:
         raise ModelError(f"no {kernel} configuration fits {spec.key} for this shape")
     ranked = [make_prediction(kernel, spec, cal, s, configs[idx[j]], res, j) for j in local[:top]]

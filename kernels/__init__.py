@@ -23,7 +23,7 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
     ``backend``: ``"sm80"`` (the mma.sync kernel, family flash_sm80), ``"sm90"`` (wgmma + TMA, family
     flash_sm90; Hopper only) or ``"auto"``: a config picks its own family (a FlashConfig, or a dict
-    with ``warps`` -> flash_sm80; an Sm90Config, or a dict with ``consumers`` -> flash_sm90); with
+    without ``consumers`` -> flash_sm80; an Sm90Config, or a dict with ``consumers`` -> flash_sm90); with
     ``config=None`` the model (``iomodel.chooser.choose``) picks the family and config over
     flash_sm80 and, on an sm_90 GPU, flash_sm90.
     """

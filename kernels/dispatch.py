@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from iomodel import families
+from iomodel.names import suggest
 
 from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
@@ -25,12 +26,18 @@ __all__ = ["FLASH_BACKENDS", "RUNNABLE", "Call", "runner", "flash_family", "conf
 FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
 RUNNABLE = ("flash_sm80", "flash_sm90", "unfused")   # registry names kernels.run takes (= module names)
 _WGMMA_CAPABILITY = (9, 0)
+_FLASH_HEAD_DIMS = tuple(sorted({d for n in FLASH_BACKENDS.values() for d in families.get(n).head_dims}))
+
+
+def runs_here(family: str, capability: tuple[int, int]) -> bool:
+    """Whether a GPU of this compute capability runs the family's kernel (wgmma needs sm_90a)."""
+    return not families.get(family).requires_wgmma or tuple(capability) == _WGMMA_CAPABILITY
 
 
 def runner(family: str):
     """The module that launches `family` (its ``attention(q, k, v, causal, config, scale)`` runs it)."""
     if family not in RUNNABLE:
-        raise ValueError(f"no kernel for family {family!r}{families.suggest(family, RUNNABLE)}; "
+        raise ValueError(f"no kernel for family {family!r}{suggest(family, RUNNABLE)}; "
                          f"kernels run {', '.join(RUNNABLE)}")
     return importlib.import_module(f"{__package__}.{family}")
 
@@ -63,10 +70,9 @@ def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
         return FLASH_BACKENDS[backend], config
     if config is not None:
         return config_family(config), config
-    head_dims = tuple(sorted({d for n in FLASH_BACKENDS.values() for d in families.get(n).head_dims}))
-    shape = check_qkv(q, k, v, head_dims=head_dims)
+    shape = check_qkv(q, k, v, head_dims=_FLASH_HEAD_DIMS)
     index = driver.device_index(q.device)
-    names = list(FLASH_BACKENDS.values()) if driver.capability(index) == _WGMMA_CAPABILITY else ["flash_sm80"]
+    names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))]
     pick = choose(names, {**shape, "causal": bool(causal)}, index)
     return pick.kernel, pick.config
 
@@ -98,7 +104,7 @@ def prepare(family: str, q, k, v, causal, config, scale) -> Call:
     shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), "causal": bool(causal)}
     index = driver.device_index(q.device)
     cap = driver.capability(index)
-    if fam.requires_wgmma and cap != _WGMMA_CAPABILITY:
+    if not runs_here(family, cap):
         raise RuntimeError(f"the {family} kernel needs an sm_90 (Hopper) GPU, {driver.device_props(index).name} "
                            f"is sm_{cap[0]}{cap[1]}")
     # the grid and index limits of the family's launch (one home: iomodel/families/<family>.py)

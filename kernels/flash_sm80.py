@@ -14,7 +14,6 @@ __all__ = ["FAMILY", "attention", "module"]
 
 FAMILY = "flash_sm80"
 HEADER = "flash_fwd_sm80.cuh"
-LOG2E = 1.4426950408889634
 
 
 def module(cfg, dtype: str, causal: bool, arch: str) -> compile.Module:
@@ -50,6 +49,6 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     i32, f32 = ctypes.c_int, ctypes.c_float
     args = [driver.ptr(q), driver.ptr(k), driver.ptr(v), driver.ptr(o), driver.ptr(lse),
             *driver.strides(q), *driver.strides(k), *driver.strides(v), *driver.strides(o),
-            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(call.scale * LOG2E), f32(call.scale)]
+            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(call.scale * runtime.LOG2E), f32(call.scale)]
     driver.launch(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), args, call.smem)
     return (o, lse) if return_lse else o

@@ -15,7 +15,6 @@ __all__ = ["FAMILY", "ARCH", "attention", "module", "heads_per_section", "PERSIS
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
-LOG2E = 1.4426950408889634
 TMA_BOX_COLS = 64    # a TMA box row is 64 elements = 128 bytes, one SWIZZLE_128B atom row
 # Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
 PERSISTENT = True
@@ -28,7 +27,6 @@ DEFAULT_DEFINES: tuple[str, ...] = ()
 # longest first over all heads.  0 turns sections off.
 L2_SECTION_SHARE = 0.4
 MIN_SECTION_HEADS = 8
-# Tile indices are 32-bit in the kernel.
 
 
 def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = ()) -> compile.Module:
@@ -135,7 +133,7 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     counter = _tile_counter(dev, stream) if s["causal"] and s["d"] <= 128 else None
     i32 = ctypes.c_int
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
-            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(call.scale * LOG2E),
+            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(call.scale * runtime.LOG2E),
             i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter)]
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, call.smem, stream)
     return (out, lse) if return_lse else out

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+#: log2(e): the kernels take the softmax scale times this, to use exp2
+LOG2E = 1.4426950408889634
+
 __all__ = ["debug_enabled", "set_debug", "debug_sync", "empty"]
 
 _DEBUG = os.environ.get("IOMODEL_KERNELS_DEBUG", "") not in ("", "0")

@@ -16,6 +16,7 @@ import functools
 import math
 
 from iomodel.families import softmax as _softmax
+from iomodel.families.unfused import row_pitches
 
 from . import codegen, compile, driver, runtime
 from .dispatch import prepare
@@ -61,7 +62,7 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None):
     call = prepare(FAMILY, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    lds, ldp = (N_k + 3) // 4 * 4, (N_k + 7) // 8 * 8
+    lds, ldp = row_pitches(N_k)
     s_buf = runtime.empty((B, H, N_q, lds), torch.float32, q.device)
     p_buf = runtime.empty((B, H, N_q, ldp), q.dtype, q.device)
     o = runtime.empty((B, H, N_q, d), q.dtype, q.device)

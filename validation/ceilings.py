@@ -265,7 +265,7 @@ def _event_median_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> 
 
 
 def measure_gemm(torch, n: int = 8192, repeats: int = 10) -> float:
-    from iomodel.api import conventional_flops
+    from iomodel.problems import conventional_flops
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)

@@ -91,7 +91,7 @@ def progress_line(i: int, n: int, rec: ResultRow, elapsed_s: float) -> str:
 
 def calibration_from_ceilings(spec, device_name: str, res, date: str):
     """The Calibration of a run's measured ceilings (``validation.ceilings.CeilingResult``)."""
-    from iomodel.hardware import Calibration
+    from iomodel.hardware import CAL_FIELDS, Calibration
 
     v = res.values
     return Calibration(
@@ -99,12 +99,7 @@ def calibration_from_ceilings(spec, device_name: str, res, date: str):
         device_name=device_name,
         date=date,
         source=f"python -m validation run on {device_name}, {date}",
-        clock_hz=v.get("clock_hz"),
-        gemm_flops=v.get("gemm_flops"),
-        mma_sync_flops_per_clk_per_sm=v.get("mma_sync_flops_per_clk_per_sm"),
-        copy_bandwidth=v.get("copy_bandwidth"),
-        exp2_per_clk_per_sm=v.get("exp2_per_clk_per_sm"),
-        fp32_fma_per_clk_per_sm=v.get("fp32_fma_per_clk_per_sm"),
+        **{f.name: v.get(f.name) for f in CAL_FIELDS},
         sources={k: s for k, s in res.sources.items() if v.get(k) is not None},
     )
 

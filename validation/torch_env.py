@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
+from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS
 from iomodel.boundary import UsageError
 
@@ -57,9 +58,12 @@ class TorchEnv:
             why = f"import kernels failed: {short_error(exc)}"
             return {name: KernelFamily(name, skip=why) for name in OUR_KERNELS}
         fams = {name: KernelFamily.shipped(name, _runner(run, name)) for name in OUR_KERNELS}
+        from kernels.dispatch import runs_here
+
         major, minor = self.compute_capability
-        if major != 9:
-            fams["flash_sm90"] = KernelFamily("flash_sm90", skip=f"needs sm_90a; this device is sm_{major}{minor}")
+        for name in OUR_KERNELS:
+            if not runs_here(name, (major, minor)):
+                fams[name] = KernelFamily(name, skip=f"needs sm_90a; this device is sm_{major}{minor}")
         return fams
 
     def peers(self):
@@ -101,14 +105,16 @@ class TorchEnv:
         return err, True
 
     def memory_problem(self, kernel: str, shape) -> str | None:
-        """Why the row cannot run in the free memory (the unfused kernel's N x N scores), or None."""
-        if kernel != "unfused":
+        """Why the row cannot run in the free memory (what the family's kernel allocates for itself,
+        e.g. the unfused kernel's N x N scores), or None."""
+        fam = _registry.FAMILIES.get(kernel)   # peers are not families
+        if fam is None or fam.workspace_bytes is None:
             return None
         free, _total = self.torch.cuda.mem_get_info()
-        need = shape["B"] * shape["H"] * shape["N_q"] * shape["N_k"] * (4 + 2)
+        need = fam.workspace_bytes(shape)
         if need > 0.85 * free:
-            return (f"skipped: the unfused kernel needs ~{need / 2**30:.1f} GiB for the N x N scores "
-                    f"(fp32 S + 16-bit P), {free / 2**30:.1f} GiB free")
+            return (f"skipped: the {kernel} kernel needs ~{need / 2**30:.1f} GiB of its own "
+                    f"({free / 2**30:.1f} GiB free)")
         return None
 
     @contextlib.contextmanager

@@ -33,13 +33,12 @@ def _diagram_for(args):
 
 def _values_for(args, spec, cal) -> dict:
     """Concrete sizes for pseudocode: the shape plus the best tiles of the searched family."""
-    from .. import families
-    from ..problems import shape_symbols
+    from ..api import symbol_values
     from ..tiles import search
     _, shape = problem(args)
-    fam = families.get(_shown_family(args))
-    res = search(fam.name, spec, shape, calibration=cal, top=1)
-    vals = {**shape_symbols(fam.problem, res.shape), **fam.symbol_values([res.ranked[0].config])}
+    kernel = _shown_family(args)
+    res = search(kernel, spec, shape, calibration=cal, top=1)
+    vals = symbol_values(kernel, res.shape, [res.ranked[0].config])
     if args.algo == "matmul":
         vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
     if args.algo == "softmax":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..boundary import UsageError
+from ..problems import DTYPES
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
 ALGOS = (*ATTENTION_ALGOS, "matmul", "softmax")
@@ -69,7 +70,7 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
     for dest in sizes:
         flag, default, text = SIZES[dest]
         p.add_argument(flag, dest=dest, type=positive, metavar="N", help=text + _shown(default))
-    p.add_argument("--dtype", choices=("bf16", "fp16"), help="element type (default: bf16)")
+    p.add_argument("--dtype", choices=DTYPES, help="element type (default: bf16)")
     p.add_argument("--calibration", metavar="auto|none|KEY|PATH",
                    help="measured ceilings: auto (iomodel/calibration/<gpu>.toml when there is one), none "
                         "(datasheet rates), a calibration key or a TOML path (default: auto)")

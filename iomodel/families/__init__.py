@@ -6,9 +6,8 @@ search space, execution plan and diagram, ending in ``FAMILY = Family(...)``, an
 """
 from __future__ import annotations
 
-import difflib
-
 from ..errors import ModelError
+from ..names import suggest
 from . import flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
 from .base import Family, TileConfig
 
@@ -16,14 +15,6 @@ __all__ = ["Family", "TileConfig", "FAMILIES", "get", "for_problem", "suggest"]
 
 _MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax)
 FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in _MODULES}
-
-
-def suggest(name: str, known) -> str:
-    """' (did you mean X?)' when `name` is close to one of `known`, else ''.  Case does not count
-    (``AUTO`` finds ``auto``): a shift key held too long is the commonest typo of all."""
-    by_lower = {str(k).lower(): str(k) for k in known}
-    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1, cutoff=0.6)
-    return f" (did you mean {by_lower[close[0]]}?)" if close else ""
 
 
 def get(name: str) -> Family:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ModelError
 from ..plan import ExecutionPlan
+from ..problems import DTYPES
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Family:
     shipped: tuple = ()            # configurations compiled, tested and measured (the kernels' chooser ranks these)
     bound: Mapping[str, str] = field(default_factory=dict)  # config field -> shape field that fixes it (head_dim -> d)
     head_dims: tuple[int, ...] = ()      # attention head dims the kernel is built for (empty: any)
-    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    dtypes: tuple[str, ...] = DTYPES
     kernel_plans: Mapping[str, ExecutionPlan] = field(default_factory=dict)  # kernel name -> plan where it differs
     derived_symbols: Callable[[list], dict] | None = None  # configs -> {symbol: values} the code derives
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it

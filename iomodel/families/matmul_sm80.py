@@ -77,9 +77,8 @@ SPACE = {"block_m": (32, 64, 128, 256), "block_n": (32, 64, 128, 256), "block_k"
 
 def warp_grid(configs: list) -> dict[str, np.ndarray]:
     """The kernel's warp grid as diagram symbols: 2 warps along n (1 with a single warp), the rest along m."""
-    warps = np.array([c.warps for c in configs], dtype=np.float64)
-    wn = np.where(warps >= 2, 2.0, 1.0)
-    return {"wn": wn, "wm": warps / wn}
+    return {"wn": np.array([c.warps_n for c in configs], dtype=np.float64),
+            "wm": np.array([c.warps_m for c in configs], dtype=np.float64)}
 
 
 def row_blocks_problem(rows: int, what: str) -> str:

@@ -13,10 +13,16 @@ from .base import Family
 from .matmul_sm80 import LABEL, SHIPPED, SPACE, MatmulConfig, row_blocks_problem, warp_grid
 
 
+def row_pitches(n_k: int) -> tuple[int, int]:
+    """Row lengths of S (float32) and P: N_k rounded up to 4 and 8 columns, so every row is 16-byte
+    aligned (the launch in kernels/unfused.py allocates them)."""
+    return (n_k + 3) // 4 * 4, (n_k + 7) // 8 * 8
+
+
 def _workspace_bytes(shape) -> float:
-    """S in float32 and P in the input dtype, rows padded to 4 and 8 columns (kernels/unfused.py)."""
+    """S in float32 and P in the input dtype, rows padded (:func:`row_pitches`)."""
     rows = shape["B"] * shape["H"] * shape["N_q"]
-    lds, ldp = (shape["N_k"] + 3) // 4 * 4, (shape["N_k"] + 7) // 8 * 8
+    lds, ldp = row_pitches(shape["N_k"])
     return float(rows * (4 * lds + ELEM_BYTES[shape["dtype"]] * ldp))
 
 

@@ -22,6 +22,7 @@ table and its reader), ``spec`` (finding specs by key, alias, path or device nam
 """
 
 from .calibration import (
+    CAL_FIELDS,
     CALIBRATION_DIR,
     Calibration,
     calibration_from_dict,
@@ -41,6 +42,7 @@ __all__ = [
     "WgmmaShape",
     "GpuSpec",
     "Calibration",
+    "CAL_FIELDS",
     "load_spec",
     "list_specs",
     "spec_for_device",

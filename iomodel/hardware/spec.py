@@ -6,13 +6,13 @@ file is cached by path and modification time, so an edited file is read again.
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 
 from .facts import HardwareError
 from .gpu_spec import GpuSpec
 from .spec_schema import parse_spec
+from ..names import closest
 from .toml_io import read_toml
 
 __all__ = ["DATA_DIR", "UnknownGpuError", "list_specs", "load_spec", "spec_for_device", "resolve_gpu"]
@@ -110,7 +110,7 @@ def resolve_gpu(gpu: str | os.PathLike | GpuSpec) -> GpuSpec:
     """The one way a tool turns what a user typed into a spec.
 
     A :class:`GpuSpec` passes through; otherwise ``gpu`` is tried as a spec key, alias or
-    TOML path (:func:`load_spec`), then as a torch device name (:func:`spec_for_device`).
+    TOML path (:func:`load_spec`; a torch device name is an alias).
     An unknown name raises :class:`UnknownGpuError` with one line listing the known keys and,
     when one is close, a "did you mean" suggestion.  A spec file that exists but is broken
     raises its own error (naming the file and field).
@@ -118,25 +118,19 @@ def resolve_gpu(gpu: str | os.PathLike | GpuSpec) -> GpuSpec:
     if isinstance(gpu, GpuSpec):
         return gpu
     text = os.fspath(gpu)
-    for lookup in (load_spec, spec_for_device):
-        try:
-            return lookup(text)
-        except UnknownGpuError:
-            pass
-    raise UnknownGpuError(_unknown_gpu_message(text))
+    try:
+        return load_spec(text)  # keys, aliases (torch's device names among them) and paths
+    except UnknownGpuError:
+        raise UnknownGpuError(_unknown_gpu_message(text)) from None
 
 
 def _unknown_gpu_message(text: str) -> str:
     message = f"unknown GPU {text!r}: known are {', '.join(list_specs())}"
-    # suggest a key or alias exactly as written in the spec, matched as names are compared
-    names: dict[str, str] = {}
-    for key in list_specs():
-        spec = _load_builtin(key)
-        for name in (key, *spec.aliases):
-            names.setdefault(_norm(name), name)
     # a short name ("h100") that starts several keys is ambiguous: name them all, keys first
     prefixed = [k for k in list_specs() if _norm(text) and _norm(k).startswith(_norm(text))]
     if prefixed:
         return message + f"; did you mean {' or '.join(repr(k) for k in prefixed)}?"
-    close = difflib.get_close_matches(_norm(text), list(names), n=1)
-    return message + (f"; did you mean {names[close[0]]!r}?" if close else "")
+    # else a key or alias exactly as written in the spec, matched as names are compared
+    names = [name for key in list_specs() for name in (key, *_load_builtin(key).aliases)]
+    close = closest(text, names, normalize=_norm)
+    return message + (f"; did you mean {close!r}?" if close else "")

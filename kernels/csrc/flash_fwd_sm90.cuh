@@ -15,7 +15,7 @@
 // the loop over the rest carries no mask code.  A warpgroup skips the chunks that hold none of
 // its scores (above its own causal diagonal, or all of them when its rows lie past N_q).
 //
-// Shared memory (dynamic, see Sm90Config.smem_bytes in kernels/sm90.py):
+// Shared memory (dynamic, see Sm90Config.smem_bytes in iomodel/families/flash_sm90.py):
 //     1024 (alignment slack) + Q (block_m*d*2) + stages * (K + V) (2*block_n*d*2)
 //     + 8 * (2 + 4*stages) mbarriers.
 // Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64

@@ -1,7 +1,7 @@
 // Shared device helpers for the iomodel attention kernels (mma.sync path).
 //
 // Self-contained on purpose: no CUDA or C++ standard headers, so the same text
-// compiles under NVRTC (run time, through CuPy) and under nvcc (kernels/build.py).
+// compiles under NVRTC (run time, kernels/compile.py) and under nvcc (kernels/reports.py).
 // bf16 / fp16 values are moved around as raw 16-bit patterns; every conversion
 // and every tensor-core operation is inline PTX (sm_80 and newer).
 #pragma once
