@@ -118,6 +118,10 @@ class Op:
     kind = "op"
     passes = 1  # how many times one execution reads its inputs
 
+    def results(self) -> tuple[Array, ...]:
+        """Every array the op writes: its output, then any side outputs (the LSE of an online softmax)."""
+        return (self.output,)
+
     def state_arrays(self) -> tuple[Array, ...]:
         """Running state carried across the chunks of a stream (held in registers)."""
         return ()
@@ -228,7 +232,13 @@ class NormalizedContraction(Op):
     rescale_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 2))  # per state row per chunk
     out_rescale_costs: tuple[tuple[str, int], ...] = (("fp32", 1),)  # per accumulator element per chunk
     finalize_costs: tuple[tuple[str, int], ...] = (("fp32", 1),)  # per output element, once
+    lse: str = ""  # name of the optional log-sum-exp output (fp32, one per row): max + log(sum)
+    lse_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 1))  # per row, once: log and add
     kind = "normalized-contraction"
+
+    def results(self) -> tuple[Array, ...]:
+        rows = self.state_arrays()[0].axes
+        return (self.output,) + ((Array(self.lse, rows, "fp32"),) if self.lse else ())
 
     @property
     def scores(self) -> Array:
@@ -250,7 +260,7 @@ class NormalizedContraction(Op):
         return (Work(self.score_costs, self.scores.axis_names, "point"),
                 Work(self.rescale_costs, rows, "chunk", self.axis_name),
                 Work(self.out_rescale_costs, out, "chunk", self.axis_name),
-                Work(self.finalize_costs, out, "block"))
+                Work(self.finalize_costs, out, "block")) + ((Work(self.lse_costs, rows, "block"),) if self.lse else ())
 
     def computed_operands(self) -> tuple[Array, ...]:
         # the probabilities: one per score, in the other operand's dtype
@@ -285,6 +295,47 @@ class OnlineSoftmax(Op):
 
 
 @dataclass(frozen=True)
+class Product(Map):
+    """Elementwise product of the inputs (a scale, a gain, a gate). Being linear in each factor, a factor
+    constant along a contracted axis can move past the contraction (`Diagram.defer_scales`)."""
+    kind = "product"
+
+
+def product(name: str, inputs: tuple[Array, ...], output: Array, tag: str = "") -> Product:
+    """`output = inputs[0] * inputs[1] * ...`: one FP32 multiply per output element and extra factor."""
+    return Product(name, tuple(inputs), output, tag, costs=(("fp32", max(1, len(inputs) - 1)),),
+                   formula=" * ".join(x.name for x in inputs))
+
+
+@dataclass(frozen=True)
+class OnlineLogSumExp(Op):
+    """log(sum over `axis_name` of exp(x)) kept online: a running max and a running sum per row, rescaled
+    each chunk; no probabilities are formed. Produced by `Diagram.online_logsumexp()`."""
+    axis_name: str = ""
+    element_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 3))  # per element: max, x - max, exp, add
+    rescale_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 2))  # per row per chunk
+    finalize_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 1))  # per row once: log(sum) + max
+    kind = "online-logsumexp"
+
+    def __post_init__(self):
+        if self.output.carries(self.axis_name) or not self.inputs[0].carries(self.axis_name):
+            raise DiagramError(f"logsumexp {self.name}: must fold axis {self.axis_name!r} of its input")
+
+    def state_arrays(self) -> tuple[Array, ...]:
+        return _row_state(self, self.inputs[0], self.axis_name)
+
+    def work_per_point(self):
+        return costs_dict(self.element_costs)
+
+    def extra_work(self) -> tuple[Work, ...]:
+        rows = self.output.axis_names
+        return (Work(self.rescale_costs, rows, "chunk", self.axis_name), Work(self.finalize_costs, rows, "block"))
+
+    def describe(self):
+        return f"online log-sum-exp over {self.axis_name}"
+
+
+@dataclass(frozen=True)
 class Partition:
     """One relabeling: `group` spreads tiles over units of `level`; `stream` folds chunks in sequence."""
     axis_name: str
@@ -297,11 +348,19 @@ class Partition:
 
 @dataclass(frozen=True)
 class Triangular:
-    """Mask: point (row, col) is live when col <= row + offset (causal attention when offset = N_k - N_q).
+    """Band mask: point (row, col) is live when row + lower <= col <= row + offset. `offset` is the upper
+    bound (causal attention: offset = N_k - N_q); `lower` None means no lower bound, `offset` None no
+    upper one. Several masks on one (row, col) pair keep the intersection (`diagrams.masks`).
 
     Streams over `col_axis` skip the chunks with no live point of the block's rows; with `per_unit`
     each register-level unit also skips those with none of its own rows (it still waits for them)."""
     row_axis: str
     col_axis: str
-    offset: sp.Expr = field(default_factory=lambda: sp.Integer(0))
+    offset: sp.Expr | None = field(default_factory=lambda: sp.Integer(0))
     per_unit: bool = False
+    lower: sp.Expr | None = None
+
+    def describe(self) -> str:
+        low = "" if self.lower is None else f"{self.row_axis} + {self.lower} <= "
+        high = "" if self.offset is None else f" <= {self.row_axis} + {self.offset}"
+        return f"mask {low}{self.col_axis}{high}"

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 import networkx as nx
 import sympy as sp
 
+from . import rewrites
 from .core import (Array, Contraction, DiagramError, Map, NormalizedContraction, OnlineSoftmax, Op, Partition,
                    Reduce, Triangular, size_expr)
+from .masks import combined_masks
 
 LEVELS = ("global", "smem", "reg")
 
@@ -27,10 +29,11 @@ class Diagram:
     masks: tuple[Triangular, ...] = ()
     staged: tuple[tuple[str, str], ...] = ()  # (array name, level) placements chosen by the user
     threads: int | None = None  # threads per block when no reg-level group fixes them
+    accumulated: tuple[str, ...] = ()  # outputs added into global memory by several blocks (atomics, fp32)
 
     # ---------- structure ----------
     def __post_init__(self):
-        produced = [op.output.name for op in self.ops]
+        produced = [x.name for op in self.ops for x in op.results()]
         if len(set(produced)) != len(produced):
             raise DiagramError(f"diagram {self.name}: an array is produced twice: {produced}")
         for o in self.outputs:
@@ -45,8 +48,9 @@ class Diagram:
             for x in op.inputs:
                 g.add_node(("array", x.name), array=x)
                 g.add_edge(("array", x.name), ("op", op.name))
-            g.add_node(("array", op.output.name), array=op.output)
-            g.add_edge(("op", op.name), ("array", op.output.name))
+            for y in op.results():
+                g.add_node(("array", y.name), array=y)
+                g.add_edge(("op", op.name), ("array", y.name))
         if not nx.is_directed_acyclic_graph(g):
             raise DiagramError(f"diagram {self.name}: the operations form a cycle")
         return g
@@ -58,12 +62,12 @@ class Diagram:
     def arrays(self) -> dict[str, Array]:
         out: dict[str, Array] = {}
         for op in self.ops:
-            for x in (*op.inputs, op.output):
+            for x in (*op.inputs, *op.results()):
                 out.setdefault(x.name, x)
         return out
 
     def inputs(self) -> list[Array]:
-        produced = {op.output.name for op in self.ops}
+        produced = {x.name for op in self.ops for x in op.results()}
         seen, out = set(), []
         for op in self.ordered_ops():
             for x in op.inputs:
@@ -89,7 +93,7 @@ class Diagram:
 
     def producer(self, array_name: str) -> Op | None:
         for op in self.ops:
-            if op.output.name == array_name:
+            if any(x.name == array_name for x in op.results()):
                 return op
         return None
 
@@ -155,15 +159,17 @@ class Diagram:
                 complete_after.add(op.output.name)
         return None
 
-    def online_softmax(self) -> "Diagram":
+    def online_softmax(self, lse: bool | str = False) -> "Diagram":
         """Rewrite softmax over an axis followed by a contraction over that axis into a
         streamable normalized contraction (running max, running sum, rescale). A softmax whose
-        probabilities are the diagram's output becomes a two-pass online softmax instead."""
+        probabilities are the diagram's output becomes a two-pass online softmax instead.
+        With `lse` (True: named `<output>_lse`, or a name) the normalized contraction also writes the
+        log-sum-exp of each row, fp32, as an output of the diagram (for backward and split-KV)."""
         groups: dict[str, list[Op]] = {}
         for op in self.ops:
             if op.tag.startswith("softmax:"):
                 groups.setdefault(op.tag, []).append(op)
-        new_ops = list(self.ops)
+        new_ops, lse_names = list(self.ops), []
         done = 0
         for tag, members in groups.items():
             names = {m.output.name for m in members}
@@ -194,22 +200,43 @@ class Diagram:
                 for u, c in m.work_per_point().items():
                     per_score[u] = per_score.get(u, 0) + int(c)
             per_score["fp32"] = per_score.get("fp32", 0) - 1  # the division moves to the end
+            lse_names += [lse if isinstance(lse, str) else f"{contraction.output.name}_lse"] if lse else []
             fused = NormalizedContraction(
                 name=f"{contraction.name}", inputs=(scores, *other), output=contraction.output,
-                axis_name=ax, score_costs=tuple(sorted(per_score.items())), tag=tag)
+                axis_name=ax, score_costs=tuple(sorted(per_score.items())), tag=tag, lse=lse_names[-1] if lse else "")
             new_ops = [o for o in new_ops if o not in members and o is not contraction]
             new_ops.append(fused)
             done += 1
-        if not done:
+        if not done or (lse and not lse_names):
             raise DiagramError(f"online_softmax: diagram {self.name} has no softmax followed by a contraction over the same axis")
-        return self._replace(ops=tuple(new_ops))
+        return self._replace(ops=tuple(new_ops), outputs=self.outputs + tuple(lse_names))
 
-    def mask(self, row_axis: str, col_axis: str, offset=0, per_unit: bool = False) -> "Diagram":
-        """Keep only points with col <= row + offset; streams over `col_axis` skip dead chunks (with
-        `per_unit`, each register-level unit skips those dead for its own rows)."""
+    def defer_scales(self) -> "Diagram":
+        """Move a factor that is constant along a contraction's axis but complete only after that axis is
+        reduced (RMSNorm's 1/rms) past the contraction, onto its accumulator (`diagrams.rewrites`)."""
+        return rewrites.defer_scales(self)
+
+    def online_logsumexp(self) -> "Diagram":
+        """Rewrite each log-sum-exp composite into an online one: running max and sum across chunks."""
+        return rewrites.online_logsumexp(self)
+
+    def mask(self, row_axis: str, col_axis: str, offset=0, per_unit: bool = False, lower=None) -> "Diagram":
+        """Keep only points with row + lower <= col <= row + offset (`lower` None: no lower bound, `offset`
+        None: no upper one); streams over `col_axis` skip dead chunks (with `per_unit`, each register-level
+        unit skips those dead for its own rows). A second mask on the same pair keeps the intersection."""
         self._check_axis(row_axis, "mask")
         self._check_axis(col_axis, "mask")
-        return self._replace(masks=self.masks + (Triangular(row_axis, col_axis, sp.sympify(offset), per_unit),))
+        if offset is None and lower is None:
+            raise DiagramError(f"mask {col_axis} against {row_axis}: give an upper bound (offset), a lower one, or both")
+        new = Triangular(row_axis, col_axis, None if offset is None else sp.sympify(offset), per_unit,
+                         None if lower is None else sp.sympify(lower))
+        masks = self.masks + (new,)
+        combined_masks(masks)  # raises on masks that do not compose or a band that keeps nothing
+        return self._replace(masks=masks)
+
+    def band(self, row_axis: str, col_axis: str, lower=None, upper=None, per_unit: bool = False) -> "Diagram":
+        """Keep only points with row + lower <= col <= row + upper (sliding window: lower = -(W - 1), upper = 0)."""
+        return self.mask(row_axis, col_axis, upper, per_unit, lower)
 
     def stage(self, array_name: str, level: str) -> "Diagram":
         """Place an array at a memory level (an input staged in SMEM, an intermediate kept there)."""
@@ -219,6 +246,23 @@ class Diagram:
             raise DiagramError(f"stage: unknown level {level!r}; levels: {LEVELS}")
         return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),))
 
+    def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel") -> "Program":
+        """Group `axis_name` over `parts` thread blocks and stream it within each part (split-K, split-KV): a
+        partial kernel writing fp32 partials, then a combine kernel derived from each fold's combine rule
+        (sum, max, log-sum-exp, online-softmax merge by LSE); `combine="atomic"` adds sums with atomics
+        instead (`diagrams.split`)."""
+        from .split import split
+        return split(self, axis_name, parts, chunk, stages, level, combine)
+
+    def accumulate_global(self, array_name: str) -> "Diagram":
+        """Mark output `array_name` as accumulated across thread blocks with atomic adds into global memory:
+        it becomes fp32, and every block's write of its tile is a read-modify-write (read + write).
+        The output must be zero before the kernel runs (a memset, not counted here)."""
+        if array_name not in self.outputs:
+            raise DiagramError(f"accumulate_global: {array_name!r} is not an output of {self.name}; outputs: {self.outputs}")
+        retyped = map_arrays(self.ops, lambda x: dataclasses.replace(x, dtype="fp32") if x.name == array_name else x)
+        return self._replace(ops=retyped, accumulated=tuple(dict.fromkeys(self.accumulated + (array_name,))))
+
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
 
@@ -227,7 +271,8 @@ class Diagram:
         outs = tuple(o for o in self.outputs if not other.consumers(o)) + other.outputs
         return Diagram(name or f"{self.name}+{other.name}", self.ops + other.ops, outs,
                        self.partitions + other.partitions, self.masks + other.masks,
-                       self.staged + other.staged, other.threads or self.threads)
+                       self.staged + other.staged, other.threads or self.threads,
+                       tuple(a for a in self.accumulated + other.accumulated if a in outs))
 
     # ---------- views used by the derivation ----------
     def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:
@@ -248,6 +293,11 @@ class Program:
     """Kernels run one after another; arrays passed between them go through global memory."""
     name: str
     kernels: tuple[Diagram, ...] = field(default_factory=tuple)
+
+
+def map_arrays(ops: tuple[Op, ...], fn) -> tuple[Op, ...]:
+    """The ops with every input and output array replaced by `fn(array)`."""
+    return tuple(dataclasses.replace(op, inputs=tuple(fn(x) for x in op.inputs), output=fn(op.output)) for op in ops)
 
 
 def as_program(d: Diagram | Program) -> Program:

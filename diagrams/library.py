@@ -120,15 +120,24 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
     return d._replace(name=("causal-" if causal else "") + "flash-attention" + ("-gqa" if "g" in att.axes() else ""))
 
 
-def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, warps=None, **sizes) -> Diagram:
+def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, warps=None, warps_c=None, unit_threads=32,
+                 **sizes) -> Diagram:
     """Matmul with output tiles over blocks and the contraction streamed through fast memory.
-    With `warps`, the block's rows are split over warps at the register level; without, the
-    accumulator stays in SMEM (the single-level model)."""
+    With `warps` (units of `unit_threads` threads), the block's output tile is split over them at the
+    register level: `warps_c` of them along the columns (a 2-D grid of warps / warps_c rows by warps_c
+    columns), all along the rows when `warps_c` is None. Without `warps` the accumulator stays in SMEM
+    (the single-level model)."""
     d = matmul(**sizes).group("a", tile_a).group("c", tile_c).stream("b", chunk_b, "smem", stages=stages)
     d = d.stage("A", "smem").stage("B", "smem")
-    if warps is not None:
-        return d.group("a", size_expr(tile_a) / size_expr(warps), "reg")
-    return d.stage("C", "smem")
+    if warps is None:
+        if warps_c is not None:
+            raise DiagramError("tiled_matmul: warps_c splits the warps' columns; give warps too")
+        return d.stage("C", "smem")
+    rows = size_expr(warps) / (1 if warps_c is None else size_expr(warps_c))
+    d = d.group("a", size_expr(tile_a) / rows, "reg", unit_threads=unit_threads)
+    if warps_c is not None:
+        d = d.group("c", size_expr(tile_c) / size_expr(warps_c), "reg", unit_threads=unit_threads)
+    return d
 
 
 def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps_n=2, stages=2, rows_per_block=4,
@@ -155,3 +164,36 @@ def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps
            .stream("m", bk, "smem", stages).group("n", rows_warp, "reg").group("d", cols_warp, "reg")
            .stage("P", "smem").stage("V", "smem"))
     return Program("unfused-attention", (scores, soft, out))
+
+
+def sliding_window_attention(window="W", block_m="Br", block_n="Bc", warps="w", stages=2, unit_threads=32,
+                             skip_per_unit=False, **shape) -> Diagram:
+    """FlashAttention with a causal sliding window: query i sees keys i - W + 1 .. i (with N_k = N_q; in
+    general the causal band shifted by N_k - N_q). The causal mask and the window's lower bound are two
+    masks on (n, m); they compose into one band, and the key stream visits only the chunks in it."""
+    d = flash_attention(block_m, block_n, warps, stages, causal=True, unit_threads=unit_threads,
+                        skip_per_unit=skip_per_unit, **shape)
+    axes = d.axes()
+    d = d.band("n", "m", lower=axes["m"] - axes["n"] - size_expr(window) + 1, per_unit=skip_per_unit)
+    return d._replace(name="sliding-window-attention")
+
+
+def attention_split_kv(parts="sp", block_n="Bc", stages=2, unit_threads=32, heads="H", kv_heads="Hk", batch="B",
+                       seqlen="N", kv_seqlen="M", head_dim="d", dtype="bf16") -> Program:
+    """Decode attention split over the keys (flash-decoding): a block per (batch, KV head, part of the keys)
+    holds all g query heads of its KV head and all N query rows, so K and V are read once; it streams its
+    part in chunks of `block_n` and writes an fp32 partial output and LSE per row; a combine kernel merges the
+    parts by LSE. One register-level unit (a warp: `unit_threads`) per query head of the group."""
+    att = attention(batch, heads, seqlen, kv_seqlen, head_dim, dtype, kv_heads=kv_heads)
+    axes = att.axes()
+    d = att.group("b", 1).group("hk", 1).group("g", axes["g"]).group("n", axes["n"]).online_softmax()
+    d = d.group("g", 1, "reg", unit_threads=unit_threads)
+    for x in ("Q", "K", "V"):
+        d = d.stage(x, "smem")
+    prog = d._replace(name="attention-split-kv").split("m", parts, block_n, stages)
+    return Program("attention-split-kv", prog.kernels)
+
+
+# more algorithms (their own module keeps this one short); imported last: they build on the primitives above
+from .algorithms import (attention_backward, chained_matmul, cross_entropy, mlp, rmsnorm_matmul,  # noqa: E402,F401
+                         rmsnorm_then_matmul, split_k_matmul)

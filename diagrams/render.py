@@ -37,7 +37,7 @@ def _kernel_svg(d: Diagram, x0: float, y0: float) -> tuple[list[str], float, flo
     band = "; ".join(f"{p.kind} {p.axis_name} by {p.size} @{p.level}" + (f" x{p.stages} stages" if p.kind == "stream" and p.stages != 1 else "")
                      for p in d.partitions) or "no partitions (one unit does everything)"
     if d.masks:
-        band += "; " + "; ".join(f"mask {m.col_axis} <= {m.row_axis} + {m.offset}" for m in d.masks)
+        band += "; " + "; ".join(m.describe() for m in d.masks)
     parts.append(f'<text x="{x0 + 10}" y="{y0 + 42}" font-size="12" fill="#444">{_esc(band)}</text>')
     for u, v in g.edges:
         (x1, y1), (x2, y2) = pos[u], pos[v]

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import api, families
+from .accuracy_algos import AlgoEval, algo_eval
+from .algo_peers import algo_of
 from .hardware import HardwareError, resolve_gpu
 from .peers import PEERS as PEER_KERNELS
 from .peers import peer_prediction
@@ -159,6 +161,7 @@ class Report:
     gpu_key: str | None = None
     calibrations: list[dict] = field(default_factory=list)
     recomputed: bool = True
+    algorithms: list[AlgoEval] = field(default_factory=list)   # PyTorch's algorithms (iomodel.algo_peers)
 
 
 # --------------------------------------------------------------------------- one row's prediction
@@ -367,6 +370,9 @@ def evaluate(
         for row in map(as_row, res["rows"]):
             if not row.ok or not row.measured_ms:
                 rep.failed.append(_failed(f.source, row))
+                continue
+            if algo_of(row.kernel):   # not attention: its own table
+                rep.algorithms.append(algo_eval(f.source, f.device, res.get("gpu_key"), row, recompute=recompute))
                 continue
             ev, failed = _row_eval(f, row, model)
             rep.rows.append(ev)

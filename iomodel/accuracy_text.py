@@ -78,6 +78,7 @@ def _row_note(r: RowEval) -> str:
 _CALIBRATION_BITS = (
     ("gemm_flops", "GEMM {:.0f} TFLOP/s", 1e12),
     ("copy_bandwidth", "copy {:.2f} TB/s", 1e12),
+    ("l2_bandwidth", "L2 read {:.2f} TB/s", 1e12),
     ("mma_sync_flops_per_clk_per_sm", "mma.sync {:.0f} FLOP/clk/SM", 1.0),
     ("exp2_per_clk_per_sm", "ex2 {:.1f}/clk/SM", 1.0),
     ("fp32_fma_per_clk_per_sm", "FMA {:.1f}/clk/SM", 1.0),
@@ -136,6 +137,24 @@ def _rows(report: Report, max_rows: int | None) -> list[str]:
     return out
 
 
+def _algo_note(a) -> str:
+    if a.prediction_source == "recomputed":
+        return ""
+    return (a.prediction_source or a.prediction_error or "no prediction")[:60]
+
+
+def _algorithms(report: Report) -> list[str]:
+    """PyTorch's versions of the library's algorithms: measured, and predicted where the model can."""
+    if not report.algorithms:
+        return []
+    rows = [[a.kernel, a.device, shape_label(a.shape), f"{a.measured_s * 1e3:.3f}", f"{a.measured_tflops:.1f}",
+             _num(a.predicted_s * 1e3 if a.predicted_s else None), _num(a.predicted_tflops, ".1f"),
+             _pct(a.err_pct, True), a.bottleneck or "-", _algo_note(a)] for a in report.algorithms]
+    return ["", "Algorithms as PyTorch runs them (peers; the model's best configuration where it predicts one):",
+            *_table(["peer", "device", "shape", "meas ms", "meas TFLOP/s", "pred ms", "pred TFLOP/s", "err",
+                     "bottleneck", "note"], rows, [False, False, False, True, True, True, True, True, False, False])]
+
+
 def _failures_and_notes(report: Report) -> list[str]:
     out = []
     if report.failed:
@@ -151,5 +170,5 @@ def _failures_and_notes(report: Report) -> list[str]:
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
     out = (_header(report) + _errors(report) + _ranking(report) + _choice(report) + _rows(report, max_rows)
-           + _failures_and_notes(report))
+           + _algorithms(report) + _failures_and_notes(report))
     return "\n".join(out) + "\n"

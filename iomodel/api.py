@@ -24,7 +24,7 @@ from .hardware import CALIBRATION_DIR, Calibration, GpuSpec, HardwareError, load
 from .limits import check_fits
 from .names import suggest
 from .perf import ProgramModel, build_model
-from .problems import check_shape, conventional_flops, shape_symbols
+from .problems import check_shape, problem_flops, shape_symbols
 
 __all__ = ["Prediction", "predict", "rank_configs", "prepare", "evaluate_configs", "symbol_values", "model_result",
            "family_model", "shape_model", "resolve_calibration", "named_calibration"]
@@ -54,6 +54,7 @@ class Prediction:
     feasible: bool = True
     reason: str = ""
     kernels: list = field(default_factory=list)
+    spilled_regs: float = 0.0    # registers per thread of the slowest kernel that ptxas would spill
 
     def as_dict(self) -> dict:
         """Plain types; `config` as its searched sizes (the shape's own, like head_dim, are in `shape`)."""
@@ -88,7 +89,7 @@ def named_calibration(name) -> Calibration:
 @functools.lru_cache(maxsize=None)
 def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16") -> ProgramModel:
     fam = families.get(kernel)
-    prog = as_program(fam.build(causal, gqa))
+    prog = as_program(fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa))
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
     return build_model(derive(prog, exact=False), plans)
 
@@ -122,7 +123,7 @@ def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: Sequence, calibr
 def symbol_values(kernel: str, shape: Mapping, typed: Sequence) -> dict:
     """Diagram symbol -> values: the checked shape's sizes and each typed config's tiles."""
     fam = families.get(kernel)
-    return {**shape_symbols(fam.problem, shape), **fam.symbol_values(typed)}
+    return {**shape_symbols(fam.problem, shape, fam.shape_fields), **fam.symbol_values(typed)}
 
 
 def model_result(kernel: str, spec: GpuSpec, cal, shape: Mapping, typed: Sequence) -> dict:
@@ -150,7 +151,7 @@ def make_prediction(kernel, spec, cal, shape, config, res, i) -> Prediction:
     """The Prediction of config i of a vectorized model result."""
     k0 = res["kernels"]
     time_s = float(res["time_s"][i])
-    flops = conventional_flops(shape)
+    flops = problem_flops(families.get(kernel), shape)
     main = max(k0, key=lambda kk: float(kk["time_s"][i]))
     reason = str(res["infeasible"][i])
     return Prediction(
@@ -163,7 +164,8 @@ def make_prediction(kernel, spec, cal, shape, config, res, i) -> Prediction:
         smem_bytes=float(main["smem_bytes"][i]), regs_per_thread=float(main["regs"][i]),
         waves=float(main["waves"][i]), fraction_of_peak=flops / time_s / spec.peak_tensor_flops(shape["dtype"]),
         calibration_used=(f"{cal.gpu_key} ({cal.date})" if cal is not None else None),
-        feasible=(reason == ""), reason=reason, kernels=_kernel_rows(kernel, shape, k0, i))
+        feasible=(reason == ""), reason=reason, kernels=_kernel_rows(kernel, shape, k0, i),
+        spilled_regs=float(main["spilled_regs"][i]))
 
 
 def predict(kernel: str, gpu, shape: Mapping, config, calibration="auto") -> Prediction:

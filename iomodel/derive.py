@@ -8,8 +8,10 @@ Nothing here knows about attention. The rules (DESIGN.md, docs/derivation.md):
   whose axis it carries: it is hoisted out of every inner loop it does not carry.
 * Registers hold accumulators and intermediates only; an operand is read into registers each time
   the operation that consumes it runs, by every register-level unit whose tile it does not split.
-* Outputs are written once per block tile (per chunk if they carry a streamed axis).
-* A triangular mask prunes the chunks of a stream over its column axis; the pair count is exact.
+* Outputs are written once per block tile (per chunk if they carry a streamed axis); an output accumulated
+  across blocks with atomics (`Diagram.accumulate_global`) is read and written at each of those writes.
+* A band mask (masks on one pair intersect) prunes the chunks of a stream over its column axis; the
+  pair count is exact.
   A per-unit mask prunes each register-level unit's chunks by its own rows (work and operand
   reads; the block still loads every chunk one of its rows needs).
 * Work = each primitive's rule x the points it executes (whole tiles, so padding and masked
@@ -18,132 +20,19 @@ Nothing here knows about attention. The rules (DESIGN.md, docs/derivation.md):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import sympy as sp
 
 from diagrams.core import Array, Contraction, DiagramError, NormalizedContraction, Op, Partition, costs_dict
 from diagrams.diagram import Diagram, Program, as_program
+from diagrams.masks import combined_masks
 
-from .symbolic import TriangleTiles
+from .costs import KernelCosts, ProgramCosts, Resident, Transfer  # noqa: F401 - Transfer, Resident re-exported
+from .registers import op_residents
+from .symbolic import mask_pairs
 
 CONTRACTIONS = (Contraction, NormalizedContraction)  # sum products over contracted axes, on the matrix unit
-
-
-@dataclass
-class Transfer:
-    array: str
-    boundary: str            # global->smem, smem->reg, global->reg, reg->global or smem->global
-    tile_elements: sp.Expr   # one tile, as moved by one unit
-    count: sp.Expr           # how many times such a tile moves (units x loop trips)
-    itemsize: int
-
-    @property
-    def elements(self) -> sp.Expr:
-        return self.tile_elements * self.count
-
-    @property
-    def nbytes(self) -> sp.Expr:
-        return self.elements * self.itemsize
-
-
-@dataclass
-class Resident:
-    array: str
-    level: str
-    tile_elements: sp.Expr   # per unit of the level (block for smem, warp/warpgroup for reg)
-    copies: sp.Expr          # pipeline stages
-    itemsize: int
-    staged_input: bool = False  # an input brought in from global memory
-
-    @property
-    def elements(self) -> sp.Expr:
-        return self.tile_elements * self.copies
-
-    @property
-    def nbytes(self) -> sp.Expr:
-        return self.elements * self.itemsize
-
-
-@dataclass
-class KernelCosts:
-    name: str
-    blocks: sp.Expr
-    units_per_block: sp.Expr      # register-level units (warps or warpgroups) in a block
-    unit_threads: int
-    threads_per_block: sp.Expr
-    steps_total: sp.Expr          # sum over blocks of the innermost block-level stream steps
-    flops: dict[str, sp.Expr]     # unit -> operations over the whole kernel
-    transfers: list[Transfer]
-    residents: list[Resident]
-    stream_stages: sp.Expr
-    compulsory_bytes: sp.Expr     # each input read once, each output written once: the HBM floor
-    fragment_bytes_per_k: sp.Expr    # operand bytes per unit of contracted extent, per unit
-    register_operand_bytes: sp.Expr  # per unit: on-chip operands produced in registers
-    reread_bytes: sp.Expr            # global bytes read again by later passes of multi-pass ops
-    reread_span_per_unit: sp.Expr    # bytes one unit touches between a read and its re-read
-
-    def _moved(self, where: str, attr: str) -> sp.Expr:
-        """Sum of `attr` over the transfers across boundary `where`, or touching level `where`."""
-        return sp.Add(*[getattr(t, attr) for t in self.transfers
-                        if where == t.boundary or where in t.boundary.split("->")])
-
-    def _held(self, level: str, attr: str) -> sp.Expr:
-        return sp.Add(*[getattr(r, attr) for r in self.residents if r.level == level])
-
-    def bytes_at(self, boundary: str) -> sp.Expr:
-        return self._moved(boundary, "nbytes")
-
-    def elements_at(self, boundary: str) -> sp.Expr:
-        return self._moved(boundary, "elements")
-
-    @property
-    def global_bytes(self) -> sp.Expr:
-        """Bytes read from or written to global memory."""
-        return self._moved("global", "nbytes")
-
-    @property
-    def global_elements(self) -> sp.Expr:
-        return self._moved("global", "elements")
-
-    @property
-    def smem_bytes(self) -> sp.Expr:
-        """SMEM footprint of one block."""
-        return self._held("smem", "nbytes")
-
-    @property
-    def smem_elements(self) -> sp.Expr:
-        return self._held("smem", "elements")
-
-    @property
-    def smem_buffers(self) -> sp.Expr:
-        """SMEM tile buffers (counting pipeline copies) of staged inputs: each needs a 'full' signal."""
-        return sp.Add(*[r.copies for r in self.residents if r.level == "smem" and r.staged_input])
-
-    @property
-    def smem_traffic_bytes(self) -> sp.Expr:
-        """Bytes written into and read out of SMEM (for the SMEM bandwidth term)."""
-        return self._moved("smem", "nbytes")
-
-    @property
-    def regs_per_thread(self) -> sp.Expr:
-        """32-bit registers per thread for the resident tiles (no addressing or loop overhead)."""
-        return self._held("reg", "nbytes") / (4 * self.unit_threads)
-
-
-@dataclass
-class ProgramCosts:
-    name: str
-    kernels: list[KernelCosts] = field(default_factory=list)
-
-    @property
-    def global_bytes(self) -> sp.Expr:
-        return sp.Add(*[k.global_bytes for k in self.kernels])
-
-    @property
-    def global_elements(self) -> sp.Expr:
-        return sp.Add(*[k.global_elements for k in self.kernels])
 
 
 class LoopNest:
@@ -164,6 +53,7 @@ class LoopNest:
         if len(threads) > 1:
             raise DiagramError(f"{d.name}: register-level groups disagree on threads per unit: {threads}")
         self.unit_threads = threads.pop() if threads else None
+        self.masks = combined_masks(d.masks)  # one band per column axis: the intersection of its masks
 
     def div(self, size, tile):
         return size / tile if self.exact else sp.ceiling(size / tile)
@@ -175,18 +65,18 @@ class LoopNest:
         return sp.Mul(*[self.div(self.sizes[a], t) for a, t in self.block_group.items()])
 
     def units_per_block(self) -> sp.Expr:
-        return sp.Mul(*[self.div(self.block_tile(a), p.size) for a, p in self.unit_group.items()])
+        # a unit splits what the block holds at a time: its tile, or its chunk of a streamed axis
+        return sp.Mul(*[self.div(self.extent(a, "smem"), p.size) for a, p in self.unit_group.items()])
 
     def extent(self, a: str, level: str) -> sp.Expr:
         """How much of axis `a` one unit of `level` holds at a time."""
         streams = {p.axis_name: p.size for p in self.block_streams}
-        if level == "reg":
-            streams.update({p.axis_name: p.size for p in self.unit_streams})
-            if a in streams:
-                return streams[a]
+        if level == "reg":  # a register-level chunk, else the unit's part of the block's tile or chunk
+            unit_chunks = {p.axis_name: p.size for p in self.unit_streams}
+            if a in unit_chunks:
+                return unit_chunks[a]
             if a in self.unit_group:
                 return self.unit_group[a].size
-            return self.block_tile(a)
         return streams.get(a, self.block_tile(a))
 
     def owned(self, a: str) -> sp.Expr:
@@ -215,11 +105,12 @@ class LoopNest:
         return self._enclosing(self.unit_streams, axes)
 
     def unit_steps(self, loops: list[Partition]) -> sp.Expr:
-        """Iterations of register-level stream loops, relative to the block tile."""
-        return sp.Mul(*[self.div(self.block_tile(p.axis_name), p.size) for p in loops])
+        """Iterations of register-level stream loops, over what one unit holds of the axis."""
+        return sp.Mul(*[self.div(self.unit_group[p.axis_name].size if p.axis_name in self.unit_group
+                                 else self.extent(p.axis_name, "smem"), p.size) for p in loops])
 
     def _mask_of(self, p: Partition):
-        return next((m for m in self.d.masks if m.col_axis == p.axis_name), None)
+        return self.masks.get(p.axis_name)
 
     def block_steps(self, loops: list[Partition]) -> sp.Expr:
         """Sum over blocks of the iterations of `loops`, with triangular masks pruning chunks."""
@@ -249,7 +140,7 @@ class LoopNest:
             if per_unit and mask.per_unit and row in self.unit_group:
                 tile = self.unit_group[row].size
                 total = total / self.div(row_tile, tile)  # the units along the rows count their own pairs
-            pairs = TriangleTiles(rows, tile, p.size, self.sizes[p.axis_name], mask.offset)
+            pairs = mask_pairs(rows, tile, p.size, self.sizes[p.axis_name], mask.lower, mask.offset)
             # the blocks (and units) along the other axes each see `pairs` (row tile, chunk) pairs
             total = total / self.div(rows, row_tile) * pairs
         return total
@@ -303,25 +194,10 @@ def _output_transfers(d: Diagram, nest: LoopNest, units: sp.Expr) -> list[Transf
         unit_loops = nest.unit_streams_through(axes)
         if src == "reg" and unit_loops:  # written chunk by chunk from a register-level stream
             tile, count = nest.tile(x, "reg"), count * units * nest.unit_steps(unit_loops)
+        if x.name in d.accumulated:  # an atomic add reads the value it adds to: read-modify-write
+            transfers.append(Transfer(x.name, f"global->{src}", tile, count, x.itemsize))
         transfers.append(Transfer(x.name, f"{src}->global", tile, count, x.itemsize))
     return transfers
-
-
-def _op_residents(d: Diagram, nest: LoopNest) -> list[Resident]:
-    """On-chip residents of the operations: accumulators, online state, intermediates."""
-    residents, staged_names = [], dict(d.staged)
-    for op in d.ordered_ops():
-        out = op.output
-        level = staged_names.get(out.name, "reg")
-        # a contraction accumulates in fp32 whatever it stores
-        itemsize = max(4, out.itemsize) if isinstance(op, CONTRACTIONS) else out.itemsize
-        residents.append(Resident(out.name, level, nest.tile(out, "smem" if level == "smem" else "reg"), 1, itemsize))
-        state = op.state_arrays()
-        residents += [Resident(st.name, "reg", nest.tile(st, "reg"), 1, st.itemsize) for st in state]
-        streamed = op.inputs[0]
-        if state and d.producer(streamed.name) is None:  # a streamed input from outside occupies a register tile too
-            residents.append(Resident(streamed.name, "reg", nest.tile(streamed, "reg"), 1, 4))
-    return residents
 
 
 def _executed(nest: LoopNest, axes: set[str]) -> sp.Expr:
@@ -377,7 +253,7 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     unit_threads = nest.unit_threads or (d.threads or 128)  # no register-level group: the block is one unit
     transfers, residents, reread, span = _input_costs(d, nest, blocks, units)
     transfers += _output_transfers(d, nest, units)
-    residents += _op_residents(d, nest)
+    residents += op_residents(d, nest)  # registers: the peak of liveness over the loop body
     flops = _work(d, nest, blocks)
     # an operand the op computes on chip (the probabilities of a normalized contraction) feeds the matrix
     # unit in its own dtype; code whose instruction takes it from registers whole keeps this tile live
@@ -390,7 +266,11 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         stream_stages=sp.Max(*([p.stages for p in nest.block_streams] or [1])),
         compulsory_bytes=sp.Add(*[x.nbytes() for x in d.inputs()]) + sp.Add(*[x.nbytes() for x in d.output_arrays()]),
         fragment_bytes_per_k=_fragment_bytes_per_k(d, nest), register_operand_bytes=reg_operands,
-        reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span))
+        reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span),
+        grid=[(a, nest.div(nest.sizes[a], t)) for a, t in nest.block_group.items()],
+        input_axes={x.name: x.axis_names for x in d.inputs()},
+        input_nbytes={x.name: x.nbytes() for x in d.inputs()},
+        input_passes={x.name: max([c.passes for c in d.consumers(x.name)], default=1) for x in d.inputs()})
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

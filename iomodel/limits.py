@@ -11,7 +11,7 @@ import math
 from typing import Mapping
 
 from .errors import ModelError
-from .problems import PROBLEM_FIELDS
+from .problems import fields_of
 
 __all__ = ["GRID_YZ_MAX", "INDEX_LIMIT", "ELEM_BYTES", "io_bytes", "fit_problem", "check_fits", "format_bytes",
            "blocks"]
@@ -45,13 +45,13 @@ def format_bytes(n: float) -> str:
 def fit_problem(family, spec, shape: Mapping) -> str:
     """Why a checked `shape` cannot run with `family` on `spec` at all ("" when it can): a size past
     the 32-bit limit, the kernel's grid or indices, or more memory than the GPU has."""
-    for key in PROBLEM_FIELDS[family.problem]:
+    for key in fields_of(family):
         if shape[key] >= INDEX_LIMIT:
             return f"{key}={shape[key]} passes the kernels' 32-bit size limit (2^31)"
     launch = family.launch_problem(shape) if family.launch_problem else ""
     if launch:
         return launch
-    io = io_bytes(family.problem, shape)
+    io = family.memory_bytes(shape) if family.memory_bytes else io_bytes(family.problem, shape)
     work = family.workspace_bytes(shape) if family.workspace_bytes else 0.0
     if io + work > spec.hbm_bytes:
         what = f" + {format_bytes(work)} the {family.name} kernel allocates" if work else ""
@@ -64,7 +64,7 @@ def check_fits(family, spec, shape: Mapping) -> None:
     """ModelError (one line) when `shape` cannot run with `family` on `spec`."""
     problem = fit_problem(family, spec, shape)
     if problem:
-        sizes = ", ".join(f"{k}={shape[k]}" for k in PROBLEM_FIELDS[family.problem])
+        sizes = ", ".join(f"{k}={shape[k]}" for k in fields_of(family))
         raise ModelError(f"{family.name} cannot run {sizes} on {spec.key}: {problem}")
 
 

@@ -29,6 +29,7 @@ from .hardware import Calibration, GpuSpec
 from .errors import ModelError
 from .plan import ExecutionPlan
 from .symbolic import lambdify
+from .traffic import hbm_bytes
 
 WORK_UNITS = ("tensor", "fp32", "exp")     # the units derived work runs on
 COMPUTE_TERMS = (*WORK_UNITS, "smem")
@@ -63,7 +64,10 @@ def rates_for(spec: GpuSpec, cal: Calibration | None, plan: ExecutionPlan) -> Ra
     fma = cal.fp32_fma_per_clk_per_sm if cal is not None and cal.fp32_fma_per_clk_per_sm else spec.fp32_fma_per_clk_per_sm
     ex = cal.exp2_per_clk_per_sm if cal is not None and cal.exp2_per_clk_per_sm else spec.exp2_per_clk_per_sm
     hbm = cal.copy_bandwidth if cal is not None and cal.copy_bandwidth else spec.hbm_bandwidth
-    l2 = spec.facts["l2_bandwidth"].value if "l2_bandwidth" in spec.facts else None
+    # the L2's bandwidth: measured where the calibration has it, else the spec's estimate, if any
+    l2 = getattr(cal, "l2_bandwidth", None) if cal is not None else None
+    if not l2 and "l2_bandwidth" in spec.facts:
+        l2 = spec.facts["l2_bandwidth"].value
     return Rates(tensor=tensor_clk * clock, fp32=fma * clock, exp=ex * clock,
                  smem=spec.smem_bytes_per_clk_per_sm * clock, hbm=hbm, l2=l2, clock_hz=clock)
 
@@ -92,6 +96,14 @@ class CompiledKernel:
         }
         for u in WORK_UNITS:
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
+        # the L2 reuse model's view (iomodel.traffic): each input's traffic and size, the grid's counts
+        self.grid_keys = [f"grid:{a}" for a, _ in costs.grid]
+        exprs.update({k: n for k, (_, n) in zip(self.grid_keys, costs.grid)})
+        self.inputs = [(x, [a in axes for a, _ in costs.grid], costs.input_passes.get(x, 1))
+                       for x, axes in costs.input_axes.items()]
+        for x, _, _ in self.inputs:
+            exprs[f"in_traffic:{x}"] = costs.input_traffic(x)
+            exprs[f"in_once:{x}"] = costs.input_nbytes[x]
         self.names, self.keys, self.fn = lambdify(exprs)
 
     def evaluate(self, values: Mapping[str, object], shape: tuple = ()) -> dict[str, np.ndarray]:
@@ -137,6 +149,19 @@ def _registers(v: Mapping[str, np.ndarray], spec: GpuSpec, plan: ExecutionPlan) 
     fits_regs = data_regs + squeeze <= spec.regs_per_thread_max
     regs = _ceil_to(data_regs + plan.reg_overhead, 8)
     return np.where(fits_regs, np.minimum(regs, spec.regs_per_thread_max), regs)
+
+
+SPILL_MAX_FRACTION = 0.25   # ptxas spills up to a quarter of the cap; a config past that is not built
+
+
+def _spilled(need, spec: GpuSpec, plan: ExecutionPlan) -> np.ndarray:
+    """Registers per thread that spill to local memory: what the data needs past the cap, when ptxas
+    would still build it (at most SPILL_MAX_FRACTION of the cap; setmaxnreg code cannot spill, its
+    budget is checked in `_fit`). Past that, nothing spills and the config is refused."""
+    if plan.extra_thread_regs is not None:
+        return np.zeros_like(need)
+    over = need - spec.regs_per_thread_max
+    return np.where((over > 0) & (over <= SPILL_MAX_FRACTION * spec.regs_per_thread_max), over, 0.0)
 
 
 def _fit(v: Mapping[str, np.ndarray], spec: GpuSpec, plan: ExecutionPlan, threads, regs, smem):
@@ -190,20 +215,26 @@ def _sync_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, s
     return steps_busiest * latency / rates.clock_hz / resident
 
 
-def _hbm_bytes(v: Mapping[str, np.ndarray], spec: GpuSpec, resident) -> np.ndarray:
-    """Compulsory HBM bytes, plus the re-reads of later passes that L2 does not serve."""
+def _hbm_bytes(ck: "CompiledKernel", v: Mapping[str, np.ndarray], spec: GpuSpec, occ, resident) -> np.ndarray:
+    """HBM bytes: the inputs' reads the L2 does not serve (iomodel.traffic), every other global byte
+    (outputs, partials, read-modify-write), and the re-reads of later passes that miss L2."""
+    concurrent = spec.sm_count * occ
+    reads, others = hbm_bytes(v, ck.inputs, ck.grid_keys, concurrent, spec.l2_bytes)
     # a later pass re-reads from L2 only while everything the resident units touch in between fits in it
     span = spec.sm_count * resident * v["units"] * v["reread_span"]
     hit = np.where(span > 0, np.clip(spec.l2_bytes / np.maximum(span, 1), 0, 1), 1.0)
-    return v["hbm_bytes"] + v["reread_bytes"] * (1 - hit)
+    return reads + others + v["reread_bytes"] * (1 - hit)
 
 
-def _body_time(busy, memory, stages, resident, plan: ExecutionPlan) -> np.ndarray:
+def _body_time(busy, hbm, l2, stages, resident, plan: ExecutionPlan) -> np.ndarray:
     """Compute (with sync) and memory time combined: overlapped when the stream is pipelined or several
-    blocks share an SM, one after the other otherwise."""
+    blocks share an SM; otherwise the HBM time adds to the compute (the next chunk's load waits for
+    it), while the L2 bounds the whole as a throughput (its fetches of one chunk overlap the other
+    operand's product even with one stage)."""
+    memory = np.maximum(hbm, l2)
     pipelined = (stages >= 2) | (resident >= 2)
     overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
-    return np.where(pipelined, overlapped, busy + memory)
+    return np.where(pipelined, overlapped, np.maximum(busy + hbm, l2))
 
 
 def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuSpec, rates: Rates,
@@ -212,30 +243,37 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     v = ck.evaluate(values, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
     threads = v["threads"] + plan.extra_threads
     need = _registers(v, spec, plan)
+    spill = _spilled(need, spec, plan)
     smem = v["smem_bytes"] + plan.sync_bytes_per_buffer * v["smem_buffers"] + plan.smem_slack_bytes
     blocks = v["blocks"]
-    reasons, regs, occ, occ_limit = _fit(v, spec, plan, threads, need, smem)
+    reasons, regs, occ, occ_limit = _fit(v, spec, plan, threads, need - spill, smem)
 
     per_sm_blocks = np.ceil(blocks / spec.sm_count)        # the busiest SM
     share = per_sm_blocks / blocks                          # its fraction of the work
     resident = np.minimum(occ, per_sm_blocks)               # blocks of the busiest SM running at once
     t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}
-    t["smem"] = v["smem_traffic"] * share / rates.smem
+    # spilled registers go to local memory through L1 (the SMEM's bandwidth): stored and reloaded by
+    # every thread once per stream step
+    spill_bytes = spill * 4 * 2 * v["threads"] * np.maximum(v["steps_total"], v["blocks"])
+    t["smem"] = (v["smem_traffic"] + spill_bytes) * share / rates.smem
     compute = _compute_time(t, v, spec, plan, threads, resident)
     t["sync"] = _sync_time(v, plan, rates, share, resident)
-    hbm_bytes = _hbm_bytes(v, spec, resident)
-    t["hbm"] = hbm_bytes / rates.hbm
+    hbm = _hbm_bytes(ck, v, spec, occ, resident)
+    # the SMs that have work share the bandwidth: a grid smaller than the chip gets its SMs' share
+    active = np.minimum(blocks, spec.sm_count) / spec.sm_count
+    t["hbm"] = hbm / (rates.hbm * active)
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
-    body = _body_time(compute + t["sync"], memory, v["stages"], resident, plan)
+    body = _body_time(compute + t["sync"], t["hbm"], t["l2"], v["stages"], resident, plan)
     names = np.array([*COMPUTE_TERMS, "hbm", "l2", "sync"])
     bott = names[np.stack(np.broadcast_arrays(*(t[k] for k in names))).argmax(axis=0)]
     t["launch"] = np.full(body.shape, spec.launch_overhead_s)
     total = body + t["launch"]
     return {"time_s": total, "terms": t, "compute_s": compute, "memory_s": memory, "occupancy": occ,
-            "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "smem_bytes": smem, "threads": threads, "blocks": blocks,
+            "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "spilled_regs": spill,
+            "smem_bytes": smem, "threads": threads, "blocks": blocks,
             "waves": np.ceil(blocks / (spec.sm_count * occ)), "bottleneck": bott, "infeasible": reasons,
-            "work": {u: v[f"work_{u}"] for u in WORK_UNITS}, "hbm_bytes": hbm_bytes,
+            "work": {u: v[f"work_{u}"] for u in WORK_UNITS}, "hbm_bytes": hbm,
             "global_bytes": v["global_bytes"]}
 
 

@@ -16,6 +16,17 @@ PROBLEM_FIELDS = {"attention": ("B", "H", "H_kv", "N_q", "N_k", "d"), "matmul": 
                   "softmax": ("rows", "cols")}
 
 
+def fields_of(family) -> tuple[str, ...]:
+    """The size fields of a family's shapes: its problem's, or a diagram family's size symbols."""
+    return family.shape_fields if family.problem == "diagram" else PROBLEM_FIELDS[family.problem]
+
+
+def problem_flops(family, shape: Mapping) -> float:
+    """The FLOPs a family's results are reported against: the derivation's for a diagram family
+    (its contractions' live points), the convention of :func:`conventional_flops` otherwise."""
+    return family.useful_flops(shape) if family.useful_flops is not None else conventional_flops(shape)
+
+
 def check_shape(family, shape: Mapping) -> dict:
     """`shape` with its defaults filled in (H_kv = H, N_k = N_q, not causal, bf16), checked for
     `family`: positive integer sizes, whole query groups, a dtype and head dim the family supports."""
@@ -27,7 +38,7 @@ def check_shape(family, shape: Mapping) -> dict:
         defaults = {"dtype": "bf16", "causal": False}
     for key, val in defaults.items():
         s.setdefault(key, val)
-    for key in PROBLEM_FIELDS[problem]:
+    for key in fields_of(family):
         val = s.get(key)
         if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val <= 0:
             raise ModelError(f"shape field {key} must be a positive integer, got {val!r}")
@@ -40,8 +51,11 @@ def check_shape(family, shape: Mapping) -> dict:
     return s
 
 
-def shape_symbols(problem: str, shape: Mapping) -> dict:
-    """The diagram symbols a checked shape sets (the library's names for each problem's sizes)."""
+def shape_symbols(problem: str, shape: Mapping, fields: tuple[str, ...] = ()) -> dict:
+    """The diagram symbols a checked shape sets (the library's names for each problem's sizes; a
+    diagram family's fields are its symbols)."""
+    if problem == "diagram":
+        return {k: shape[k] for k in fields}
     if problem == "matmul":
         return {"Ma": shape["M"], "Nc": shape["N"], "Kb": shape["K"]}
     if problem == "softmax":

@@ -11,10 +11,11 @@ from typing import Mapping
 
 import sympy as sp
 
-from diagrams.core import Contraction, Map, NormalizedContraction, OnlineSoftmax, Reduce
+from diagrams.core import Contraction, Map, NormalizedContraction, OnlineLogSumExp, OnlineSoftmax, Reduce
 from diagrams.diagram import Diagram, Program, as_program
 
 from .derive import LoopNest
+from .loopbody import body, run_of
 from .symbolic import sym
 
 
@@ -54,7 +55,7 @@ class _KernelWriter:
         self.unit_chunk = {p.axis_name: p.size for p in self.nest.unit_streams}
         self.streamed_axes = {p.axis_name for p in self.nest.block_streams}
         self.staged = [x for x in d.inputs() if d.level_of(x) == "smem"]
-        self.masks = {m.col_axis: m for m in d.masks}
+        self.masks = self.nest.masks  # one band per column axis (masks on one pair intersect)
         self.lines: list[str] = [f"kernel {d.name}:"]
         self.ind = "  "
 
@@ -95,31 +96,37 @@ class _KernelWriter:
             name = p.axis_name if p.size == 1 else f"{p.axis_name}0"
             self.open_loop(f"parallel for {name} in 0..{self.fmt(self.nest.sizes[p.axis_name])}{step}:   # thread blocks")
 
-    def block_prologue(self) -> None:
-        """Loads of the staged inputs no stream moves, then the accumulators' initial values."""
+    def loads_in(self, loop) -> None:
+        """Loads of the staged inputs whose innermost enclosing stream is `loop` (None: once per block)."""
         for x in self.staged:
-            if not (set(x.axis_names) & self.streamed_axes):
-                self.emit(f"load {self.slice(x, 'smem')} -> smem   # {self.tile_note(x)}, once per block")
-        for op in self.d.ordered_ops():
-            if isinstance(op, NormalizedContraction):
-                rows = op.state_arrays()[0]
-                self.emit(f"init {op.output.name}_acc = 0, {rows.name} = -inf, "
-                          f"{op.output.name}_sum = 0   # fp32 state in registers")
-            elif isinstance(op, Contraction) and self.streamed_axes & set(op.contracted):
-                self.emit(f"init {op.output.name}_acc = 0   # fp32 accumulator")
+            loops = self.nest.streams_through(set(x.axis_names))
+            if (loops[-1] if loops else None) is loop:
+                self.emit(f"load {self.slice(x, 'smem')} -> smem   # {self.tile_note(x)}"
+                          + ("" if loop else ", once per block"))
 
-    def stream_loops(self) -> None:
-        """The block-level streams, each loading its chunks of the staged inputs."""
-        for p in self.nest.block_streams:
-            mask = self.masks.get(p.axis_name)
-            bound = self.fmt(self.nest.sizes[p.axis_name])
-            if mask is not None:
-                bound = f"min({bound}, {mask.row_axis}0 + {self.nest.block_tile(mask.row_axis)} + {mask.offset})"
-            self.open_loop(f"for {p.axis_name}0 in 0..{bound} step {self.fmt(p.size)}:   "
-                           f"# stream, {self.fmt(p.stages)} stage(s) in flight")
-            for x in self.staged:
-                if p.axis_name in x.axis_names:
-                    self.emit(f"load {self.slice(x, 'smem')} -> smem   # {self.tile_note(x)}")
+    def init_lines(self, op) -> None:
+        """The initial value of an operation's accumulator, just before the loop it folds."""
+        out = op.output.name
+        if isinstance(op, NormalizedContraction):
+            self.emit(f"init {out}_acc = 0, {op.state_arrays()[0].name} = -inf, {out}_sum = 0   # fp32 state in registers")
+        elif isinstance(op, OnlineLogSumExp):
+            self.emit(f"init {out}_max = -inf, {out}_sum = 0   # fp32 running max and sum in registers")
+        elif isinstance(op, Contraction):
+            self.emit(f"init {out}_acc = 0   # fp32 accumulator")
+        elif isinstance(op, Reduce):
+            self.emit(f"init {out} = {'-inf' if op.combine == 'max' else '0'}   # fp32 running {op.combine}")
+
+    def open_stream(self, p) -> None:
+        """One block-level stream loop, loading its chunks of the staged inputs it is innermost for."""
+        mask = self.masks.get(p.axis_name)
+        start, bound = "0", self.fmt(self.nest.sizes[p.axis_name])
+        if mask is not None and mask.offset is not None:
+            bound = f"min({bound}, {mask.row_axis}0 + {self.nest.block_tile(mask.row_axis)} + {mask.offset})"
+        if mask is not None and mask.lower is not None:  # a band: start at the chunk holding the first row's first key
+            start = f"floor(max(0, {mask.row_axis}0 + {mask.lower}) / {p.size})*{p.size}"
+        self.open_loop(f"for {p.axis_name}0 in {start}..{bound} step {self.fmt(p.size)}:   "
+                       f"# stream, {self.fmt(p.stages)} stage(s) in flight")
+        self.loads_in(p)
 
     def _unit_loop(self, keyword: str, p, note: str) -> str:
         return (f"{keyword} {p.axis_name}1 in 0..{self.fmt(self.nest.block_tile(p.axis_name))} "
@@ -132,8 +139,10 @@ class _KernelWriter:
             for p_s in self.nest.block_streams:
                 mask = self.masks.get(p_s.axis_name)
                 if mask is not None and mask.per_unit and mask.row_axis == p.axis_name:
-                    self.emit(f"if {p_s.axis_name}0 > {mask.row_axis}0 + {p.axis_name}1 + ({p.size}) - 1 + {mask.offset}: "
-                              f"skip   # no live score in this unit's rows (it still releases the chunk)")
+                    rows, c = f"{mask.row_axis}0 + {p.axis_name}1", p_s.axis_name
+                    dead = ([f"{c}0 > {rows} + ({p.size}) - 1 + {mask.offset}"] if mask.offset is not None else []) + \
+                           ([f"{c}0 + ({p_s.size}) - 1 < {rows} + {mask.lower}"] if mask.lower is not None else [])
+                    self.emit(f"if {' or '.join(dead)}: skip   # no live score in this unit's rows (it still releases the chunk)")
         for p in self.nest.unit_streams:
             self.open_loop(self._unit_loop("for", p, "register chunks, each pass"))
 
@@ -151,6 +160,10 @@ class _KernelWriter:
                     f"rescale: alpha = exp(m - m_new); sum = alpha*sum + rowsum(p); {out}_acc *= alpha",
                     f"{out}_acc += p . {self.slice(op.inputs[1], 'reg')}   # tensor, contract over "
                     f"{op.axis_name}; {out}_acc is {self.fmt(self.nest.tile(op.output, 'reg'))} fp32 per unit"]
+        if isinstance(op, OnlineLogSumExp):
+            return [f"{out}: m_new = max({out}_max, rowmax({ins})); {out}_sum = {out}_sum*exp({out}_max - m_new) "
+                    f"+ rowsum(exp(x - m_new))   # {self.fmt(self.nest.tile(op.inputs[0], 'reg'))} elements, "
+                    f"no probabilities formed"]
         if isinstance(op, Contraction):
             acc = f"{out}_acc +=" if self.streamed_axes & set(op.contracted) else f"{out} ="
             return [f"{acc} contract({ins}) over {','.join(op.contracted)}   "
@@ -161,27 +174,94 @@ class _KernelWriter:
             return [f"{out} = {op.formula or 'map'}({ins})   # " + ", ".join(f"{c} {u}" for u, c in op.costs) + " per element"]
         return []
 
-    def block_epilogue(self) -> None:
-        """The final division of each normalized accumulator, then the stores of the outputs."""
-        for op in self.d.ordered_ops():
-            if isinstance(op, NormalizedContraction):
-                self.emit(f"{op.output.name} = {op.output.name}_acc / {op.output.name}_sum   # once per block")
-        for x in self.d.output_arrays():
+    def finalize(self, op) -> None:
+        """What an online accumulator does once its loop has closed: the final division, log(sum) + max."""
+        if isinstance(op, OnlineLogSumExp):
+            self.emit(f"{op.output.name} = {op.output.name}_max + log({op.output.name}_sum)   # fp32, one per row")
+        if isinstance(op, NormalizedContraction):
+            self.emit(f"{op.output.name} = {op.output.name}_acc / {op.output.name}_sum   # after the stream")
+            if op.lse:
+                self.emit(f"{op.lse} = {op.output.name}_max + log({op.output.name}_sum)   # fp32, one per row")
+
+    def store(self, x) -> None:
+        """The store of one output tile (an atomic add for one accumulated across blocks)."""
+        if x.name in self.d.accumulated:  # read-modify-write across blocks
+            self.emit(f"atomic add {self.slice(x, 'smem')} -> global   # {self.tile_note(x)}, read + write")
+        else:
             self.emit(f"store {self.slice(x, 'smem')} -> global   # {self.tile_note(x)}")
+
+
+class _Body:
+    """Emits the loop body: each operation inside the stream loops over its own axes (its depth), loops
+    opened once per run of the operations inside them, accumulators initialized just before the loop
+    they fold and finished just after it, each output stored where its last loop closes."""
+
+    def __init__(self, w: _KernelWriter):
+        self.w = w
+        self.steps = body(w.d, w.nest)
+        self.open: list[tuple[int, str]] = []   # open stream loops: (index, indent outside the loop)
+        self.unit_ind: str | None = None        # indent outside the warp loop while it is open
+        self.done: set[str] = set()              # outputs computed
+        self.stored: set[str] = set()
+
+    def close_units(self) -> None:
+        if self.unit_ind is not None:
+            self.w.ind, self.unit_ind = self.unit_ind, None
+            self.flush_stores()
+
+    def flush_stores(self) -> None:
+        """Stores of the finished outputs whose innermost stream loop is the one open now."""
+        for x in self.w.d.output_arrays():
+            depth = len(self.w.nest.streams_through(set(x.axis_names)))
+            if x.name in self.done and x.name not in self.stored and depth == len(self.open):
+                self.w.store(x)
+                self.stored.add(x.name)
+
+    def close_loop(self, first: int, last: int) -> None:
+        """Close the innermost stream loop; the steps `first..last` ran inside it."""
+        loop, ind = self.open.pop()
+        self.w.ind = ind
+        for s in self.steps[first:last + 1]:
+            if loop in s.folds:
+                self.w.finalize(s.op)
+        self.flush_stores()
+
+    def open_loop(self, i: int) -> None:
+        """Open the next stream loop for step `i`, initializing what the steps inside it fold."""
+        loop = len(self.open)
+        start, end = run_of(self.steps, i, loop)
+        for s in self.steps[i:end + 1]:
+            if loop in s.folds:
+                self.w.init_lines(s.op)
+        self.open.append((loop, self.w.ind))
+        self.w.open_stream(self.w.nest.block_streams[loop])
+
+    def emit(self) -> None:
+        w, runs = self.w, []   # runs: first step index inside each open loop
+        w.loads_in(None)
+        for i, step in enumerate(self.steps):
+            if step.depth != len(self.open):
+                self.close_units()
+            while len(self.open) > step.depth:
+                self.close_loop(runs.pop(), i - 1)
+            while len(self.open) < step.depth:
+                runs.append(i)
+                self.open_loop(i)
+            if self.unit_ind is None:
+                self.unit_ind = w.ind
+                w.unit_loops()
+            for line in w.op_lines(step.op):
+                w.emit(line)
+            self.done.update(x.name for x in step.op.results())  # the output and any side output (an LSE)
+        self.close_units()
+        while self.open:
+            self.close_loop(runs.pop(), len(self.steps) - 1)
 
 
 def kernel_pseudocode(d: Diagram, values: Mapping[str, int] | None = None) -> list[str]:
     w = _KernelWriter(d, values)
     w.block_loops()
-    block_ind = w.ind
-    w.block_prologue()
-    w.stream_loops()
-    w.unit_loops()
-    for op in w.d.ordered_ops():
-        for line in w.op_lines(op):
-            w.emit(line)
-    w.ind = block_ind  # back out of the streams and unit loops: what follows runs once per block
-    w.block_epilogue()
+    _Body(w).emit()
     return w.lines
 
 

@@ -173,7 +173,12 @@ def load_results(paths: str | os.PathLike | Mapping | Iterable) -> list[dict[str
 # --------------------------------------------------------------------------- labels
 
 def shape_label(shape: Mapping[str, Any]) -> str:
-    """``d128 N4096 B4H16 causal``: ``/H_kv`` after H for grouped K/V heads, the dtype when not bf16."""
+    """``d128 N4096 B4H16 causal``: ``/H_kv`` after H for grouped K/V heads, the dtype when not bf16;
+    an algorithm's shape by its sizes (``M8192 N8192 K8192``, ``iomodel.algo_peers``)."""
+    from .algo_peers import algo_shape_label
+
+    if "N_q" not in shape and algo_shape_label(shape):
+        return algo_shape_label(shape)
     n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
     kv = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f"/{shape['H_kv']}"
     dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"

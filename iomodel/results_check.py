@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from .algo_peers import ALGO_SIZES, algo_of
+
 __all__ = ["SCHEMA_VERSION", "ResultsError", "json_kind", "check_header", "check_row"]
 
 #: version of the file format written now; a file without ``schema_version`` is version 1
@@ -78,14 +80,16 @@ def check_header(data: Mapping[str, Any], src: str) -> None:
         raise ResultsError(f"{src}: field 'rows_planned' must not be negative")
 
 
-def _check_shape(shape: Mapping[str, Any], where: str) -> None:
-    for name in _SHAPE_SIZES:
+def _check_shape(shape: Mapping[str, Any], where: str, kernel: str = "") -> None:
+    """The sizes of an attention shape, or of the algorithm a peer kernel runs (``iomodel.algo_peers``)."""
+    algo = algo_of(kernel)
+    for name in ALGO_SIZES[algo] if algo else _SHAPE_SIZES:
         v = shape.get(name)
         if v is None:
             raise ResultsError(f"{where}: field 'shape.{name}' missing")
         if not _is(v, int) or v <= 0:
             raise ResultsError(f"{where}: field 'shape.{name}' must be a positive whole number (got {v!r:.40})")
-    for name, t in _SHAPE_OPTIONAL.items():
+    for name, t in _SHAPE_OPTIONAL.items() if not algo else (("dtype", str),):
         if shape.get(name) is not None:
             _typed(where, f"shape.{name}", shape[name], t)
 
@@ -100,7 +104,7 @@ def check_row(d: Any, where: str) -> None:
         _typed(where, name, d[name], t)
     if not d["kernel"].strip():
         raise ResultsError(f"{where}: field 'kernel' is empty")
-    _check_shape(d["shape"], where)
+    _check_shape(d["shape"], where, d["kernel"])
     for name, t in _ROW.items():
         v = d.get(name)
         if v is None:

@@ -47,7 +47,53 @@ class TriangleTiles(sp.Function):
         return None
 
 
-NUMERIC_MODULES = [{"TriangleTiles": triangle_tiles_numeric, "ceiling": np.ceil, "Max": np.maximum,
+def band_tiles_numeric(rows, row_tile, col_chunk, cols, lower, upper):
+    """Count (row tile, column chunk) pairs holding at least one live point of row + lower <= col <= row + upper.
+
+    Row r sees columns [max(0, r + lower), min(cols - 1, r + upper)]; both ends grow with r and the
+    ranges of consecutive live rows touch, so a row tile sees one contiguous range, from its first live
+    row's lower end to its last live row's upper end. Live rows: r >= -upper and r <= cols - 1 - lower.
+    Vectorized over numpy arrays of any broadcastable shapes.
+    """
+    rows, row_tile, col_chunk, cols, lower, upper = (np.asarray(x, dtype=np.int64) for x in
+                                                     (rows, row_tile, col_chunk, cols, lower, upper))
+    tiles = _ceil_div(rows, row_tile)
+    shape = np.broadcast(rows, row_tile, col_chunk, cols, lower, upper).shape
+    total = np.zeros(shape, dtype=np.int64)
+    for i in range(int(np.max(tiles))):
+        first = np.maximum(i * row_tile, -upper)
+        last = np.minimum(np.minimum((i + 1) * row_tile, rows) - 1, cols - 1 - lower)
+        lo = np.maximum(first + lower, 0)
+        hi = np.minimum(last + upper, cols - 1)
+        live = (i < tiles) & (first <= last) & (lo <= hi) & (lower <= upper)
+        total = total + np.where(live, hi // col_chunk - lo // col_chunk + 1, 0)
+    return total
+
+
+class BandTiles(sp.Function):
+    """BandTiles(rows, row_tile, col_chunk, cols, lower, upper): tile pairs a band mask keeps.
+
+    Symbolic while any argument is a symbol; exact with numbers. Its leading term, for a band of
+    width W much wider than the tiles, is rows*W/(row_tile*col_chunk)."""
+    nargs = 6
+
+    @classmethod
+    def eval(cls, rows, row_tile, col_chunk, cols, lower, upper):
+        args = (rows, row_tile, col_chunk, cols, lower, upper)
+        if all(a.is_Integer for a in args):
+            return sp.Integer(int(band_tiles_numeric(*[int(a) for a in args])))
+        return None
+
+
+def mask_pairs(rows, row_tile, col_chunk, cols, lower, upper) -> sp.Expr:
+    """(row tile, column chunk) pairs of a band mask holding a live point; `lower`/`upper` None: unbounded.
+    A mask with only an upper bound is a triangle (`TriangleTiles`)."""
+    if lower is None:
+        return TriangleTiles(rows, row_tile, col_chunk, cols, upper)
+    return BandTiles(rows, row_tile, col_chunk, cols, lower, cols if upper is None else upper)
+
+
+NUMERIC_MODULES = [{"TriangleTiles": triangle_tiles_numeric, "BandTiles": band_tiles_numeric, "ceiling": np.ceil, "Max": np.maximum,
                     "Min": np.minimum}, "numpy"]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from . import families
 from .api import Prediction, make_prediction, model_result, prepare, shape_model
 from .errors import ModelError
-from .problems import conventional_flops
+from .problems import problem_flops
 
 
 @dataclass
@@ -71,7 +71,7 @@ def search(kernel: str, gpu, shape: dict, calibration="auto", top: int = 10, pro
     seconds = time.perf_counter() - t0
     if progress:
         progress(f"evaluated {len(configs)} configurations in {seconds * 1e3:.0f} ms")
-    tflops = conventional_flops(s) / time_s / 1e12
+    tflops = problem_flops(fam, s) / time_s / 1e12
     return SearchResult(kernel, spec.key, s, configs, time_s, tflops, reasons, ranked, len(configs), seconds)
 
 

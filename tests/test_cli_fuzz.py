@@ -36,6 +36,13 @@ BAD_PROBLEM_OPTIONS = [
     ["--gpu", "a100-sxm-80gb", "--calibration", "h100-sxm"],
     ["--algo", "matmul", "--m", "0"], ["--algo", "matmul", "--n", "-4"], ["--algo", "matmul", "--k", "x"],
     ["--no-such-option"],
+    # diagram algorithms (issue 14)
+    ["--size", "T=0"], ["--size", "T"], ["--algo", "mlp", "--size", "Q=4"], ["--algo", "mlp", "--size", "T=x"],
+    ["--diagram", "nowhere.py:f"], ["--diagram", "{dir}:f"], ["--diagram", "{binary}:f"], ["--diagram", "{empty}:f"],
+    ["--diagram", "docs/examples/swiglu.py"], ["--diagram", "docs/examples/swiglu.py:nope"],
+    ["--diagram", "docs/examples/swiglu.py:swiglu", "--algo", "mlp"],
+    ["--algo", "attention-split-kv", "--heads", "12", "--kv-heads", "8"],
+    ["--algo", "cross-entropy", "--kernel", "flash_sm80"], ["--algo", "mlp", "--dtype", "fp32"],
 ]
 
 PREDICT = [
@@ -59,7 +66,7 @@ DRAW = [["draw", "--out", out] for out in ("{dir}", "{fifo}", "{readonly}.svg", 
                                             "x.png", "x", "", "{long}.svg", "{dirlink}", "{dir}/")]
 ROOFLINE = [["roofline", "--out", out] for out in ("{dir}", "{fifo}", "missing/r.html", "r.svg", "{long}.html")] + [
     ["roofline", "--kernel", "bogus"], ["roofline", "--kernel", "flash_sm80"], ["roofline", "--top", "0"],
-    ["roofline", "--algo", "matmul"], ["roofline", "--algo", "softmax"]]
+    ["roofline", "--algo", "softmax"], ["roofline", "--algo", "matmul", "--kernel", "wgmma"]]
 VALIDATE = [
     ["validate"], ["validate", "nowhere.json"], ["validate", "{empty}"], ["validate", "{null}"], ["validate", "{list}"],
     ["validate", "{obj}"], ["validate", "{binary}"], ["validate", "{not_results}"], ["validate", "{no_shape}"],

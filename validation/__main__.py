@@ -20,7 +20,7 @@ from pathlib import Path
 from iomodel import families as _registry
 from iomodel.boundary import ArgParser, UsageError, package_version, run_main
 
-from .plan import ONLY_CHOICES, make_shape
+from .plan import DEFAULT_ONLY, ONLY_CHOICES, make_shape
 
 REPORT_HINT = "to read results: python -m iomodel validate RESULTS.json ... [--html PAGE] (no GPU needed)"
 EXAMPLES = ("examples:\n  python -m validation run                      # every shape, on the GPU torch sees\n"
@@ -91,8 +91,9 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                         "h100-sxm for --dry-run)")
     r.add_argument("--gpu-spec", dest="gpu", help=argparse.SUPPRESS)  # the old name, kept for scripts
     r.add_argument("--quick", action="store_true", help="two shapes only, shorter ceilings")
-    r.add_argument("--only", type=_parse_only, default=ONLY_CHOICES, metavar="LIST",
-                   help=f"comma list of {','.join(ONLY_CHOICES)} (default: all)")
+    r.add_argument("--only", type=_parse_only, default=DEFAULT_ONLY, metavar="LIST",
+                   help=f"comma list of {','.join(ONLY_CHOICES)} (default: {','.join(DEFAULT_ONLY)}, the "
+                        "attention sweep; algorithms: torch.matmul, cross-entropy and an MLP as PyTorch runs them)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")

@@ -3,6 +3,9 @@
 * bf16 GEMM: ``torch.matmul`` of two random 8192 x 8192 matrices, median of
   CUDA-event timings, 2 n^3 FLOPs per product.
 * copy bandwidth: ``dst.copy_(src)`` of a 1 GiB tensor, bytes read + written.
+* L2 bandwidth: a CuPy kernel (``validation.microbench.L2_READ_SRC``) that re-reads an 8 MiB buffer
+  (well inside L2) many times from every SM with ``ld.global.cg``; bytes read per second, median of
+  CUDA-event timings after warm-up, the sums of the words read checked first.
 * unit rates: small CuPy RawKernels that issue one instruction kind in
   independent chains (``ex2.approx.ftz.f32``; ``fma.rn.f32``;
   ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``) on every SM, divided
@@ -25,94 +28,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .microbench import BLOCKS_PER_SM, MICROBENCH_SRC, THREADS, UNIT_FIELDS, measure_l2, run_microbench
+
 __all__ = ["CeilingResult", "measure_ceilings", "ClockSampler", "MICROBENCH_SRC"]
-
-
-MICROBENCH_SRC = r"""
-#define CHAINS 8
-#define UNROLL 16
-
-extern "C" __global__ void __launch_bounds__(256) ex2_chain(float* __restrict__ out, int iters) {
-    float x[CHAINS];
-    #pragma unroll
-    for (int j = 0; j < CHAINS; ++j) x[j] = -1.0f - 1e-3f * (float)(threadIdx.x + j);
-    for (int i = 0; i < iters; ++i) {
-        #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            #pragma unroll
-            for (int j = 0; j < CHAINS; ++j) {
-                asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x[j]));
-            }
-        }
-    }
-    float s = 0.0f;
-    #pragma unroll
-    for (int j = 0; j < CHAINS; ++j) s += x[j];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-
-extern "C" __global__ void __launch_bounds__(256) fma_chain(float* __restrict__ out, int iters) {
-    float x[CHAINS];
-    const float a = 0.999f, b = 1.0e-3f;
-    #pragma unroll
-    for (int j = 0; j < CHAINS; ++j) x[j] = 1.0f + 1e-3f * (float)(threadIdx.x + j);
-    for (int i = 0; i < iters; ++i) {
-        #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            #pragma unroll
-            for (int j = 0; j < CHAINS; ++j) {
-                asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(x[j]) : "f"(a), "f"(b));
-            }
-        }
-    }
-    float s = 0.0f;
-    #pragma unroll
-    for (int j = 0; j < CHAINS; ++j) s += x[j];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-
-#define MMA_CHAINS 4
-#define MMA_UNROLL 4
-
-extern "C" __global__ void __launch_bounds__(256) mma_chain(float* __restrict__ out, int iters) {
-    // bf16 1.0 is 0x3f80; two per 32-bit register
-    const unsigned one2 = 0x3f803f80u;
-    unsigned a0 = one2, a1 = one2 ^ (threadIdx.x & 1u), a2 = one2, a3 = one2;
-    unsigned b0 = one2, b1 = one2 ^ ((threadIdx.x >> 1) & 1u);
-    float c[MMA_CHAINS][4];
-    #pragma unroll
-    for (int j = 0; j < MMA_CHAINS; ++j) {
-        #pragma unroll
-        for (int r = 0; r < 4; ++r) c[j][r] = 0.0f;
-    }
-    for (int i = 0; i < iters; ++i) {
-        #pragma unroll
-        for (int u = 0; u < MMA_UNROLL; ++u) {
-            #pragma unroll
-            for (int j = 0; j < MMA_CHAINS; ++j) {
-                asm volatile(
-                    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                    : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
-                    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-            }
-        }
-    }
-    float s = 0.0f;
-    #pragma unroll
-    for (int j = 0; j < MMA_CHAINS; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-"""
-
-# operations each thread (or warp, for mma) issues per loop iteration
-_PER_ITER = {
-    "ex2_chain": 8 * 16,            # ex2 per thread
-    "fma_chain": 8 * 16,            # FMA per thread
-    "mma_chain": 4 * 4 * 2 * 16 * 8 * 16,  # FLOPs per warp (16 mma.sync of 4096 FLOPs)
-}
-_THREADS = 256
-_BLOCKS_PER_SM = 4
 
 
 @dataclass
@@ -281,41 +199,6 @@ def measure_copy(torch, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     return 2.0 * nbytes / t
 
 
-def _run_microbench(cupy, module, name: str, sm_count: int, target_s: float = 0.25, repeats: int = 3) -> float:
-    """Operations per second of one chain kernel (median of ``repeats`` launches of about ``target_s``)."""
-    kernel = module.get_function(name)
-    blocks = sm_count * _BLOCKS_PER_SM
-    out = cupy.empty(blocks * _THREADS, dtype=cupy.float32)
-
-    def run(iters: int) -> float:
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        kernel((blocks,), (_THREADS,), (out, cupy.int32(iters)))
-        end.record()
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) / 1e3
-
-    run(16)  # load the module
-    iters = 64
-    t = run(iters)
-    while t < 0.02 and iters < (1 << 26):
-        iters *= 4
-        t = run(iters)
-    iters = max(1, int(iters * target_s / max(t, 1e-9)))
-    times = [run(iters) for _ in range(repeats)]
-    t = statistics.median(times)
-    issuers = _THREADS // 32 if name == "mma_chain" else _THREADS  # _PER_ITER counts per warp for mma
-    return blocks * issuers * iters * _PER_ITER[name] / t
-
-
-# per-clock unit rates (CuPy): field -> (kernel, instruction, unit counted)
-_UNIT_FIELDS = {
-    "exp2_per_clk_per_sm": ("ex2_chain", "ex2.approx.ftz.f32", "op"),
-    "fp32_fma_per_clk_per_sm": ("fma_chain", "fma.rn.f32", "FMA"),
-    "mma_sync_flops_per_clk_per_sm": ("mma_chain", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "FLOP"),
-}
-
-
 def _record_failure(res: CeilingResult, key: str, exc: Exception, what: str, log: Callable[[str], None]) -> None:
     res.values[key] = None
     res.errors[key] = f"{type(exc).__name__}: {exc}"
@@ -363,7 +246,7 @@ def _measure_unit_rates(torch, spec, sm: int, res: CeilingResult, quick: bool, l
         import cupy
         module = cupy.RawModule(code=MICROBENCH_SRC, options=("--std=c++17",))
     except Exception as exc:  # noqa: BLE001
-        for f in _UNIT_FIELDS:
+        for f in UNIT_FIELDS:
             res.values[f] = None
             res.errors[f] = f"CuPy microbenchmarks unavailable: {type(exc).__name__}: {exc}"
         log(f"  unit-rate microbenchmarks skipped: {type(exc).__name__}: {exc}")
@@ -371,18 +254,32 @@ def _measure_unit_rates(torch, spec, sm: int, res: CeilingResult, quick: bool, l
     rates: dict[str, float] = {}
     sampler = ClockSampler(_nvidia_smi_device_ids(torch))
     with sampler:
-        for f, (kname, _instr, _unit) in _UNIT_FIELDS.items():
+        for f, (kname, _instr, _unit) in UNIT_FIELDS.items():
             try:
-                rates[f] = _run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
+                rates[f] = run_microbench(cupy, module, kname, sm, target_s=0.15 if quick else 0.25)
             except Exception as exc:  # noqa: BLE001
                 _record_failure(res, f, exc, kname, log)
     clock = _sampled_clock_hz(sampler, torch, spec, res)
     for f, rate in rates.items():
-        _kname, instr, unit = _UNIT_FIELDS[f]
+        _kname, instr, unit = UNIT_FIELDS[f]
         res.values[f] = rate / (sm * clock)
-        res.sources[f] = (f"python -m validation: chains of {instr} on {sm} SMs x {_BLOCKS_PER_SM} blocks x {_THREADS} "
+        res.sources[f] = (f"python -m validation: chains of {instr} on {sm} SMs x {BLOCKS_PER_SM} blocks x {THREADS} "
                           f"threads, {rate / 1e12:.3f} T{unit}/s / ({sm} SM x {clock / 1e6:.0f} MHz; {res.clock_source})")
         log(f"  {instr}: {rate / 1e12:.2f} T{unit}/s = {res.values[f]:.1f} {unit}/clk/SM at {clock / 1e6:.0f} MHz")
+
+
+def _measure_l2(spec, sm: int, res: CeilingResult, quick: bool, log: Callable[[str], None]) -> None:
+    """Bytes per second read from a buffer resident in L2 by every SM (``validation.microbench``)."""
+    try:
+        import cupy
+
+        m = measure_l2(cupy, sm, int(spec.l2_bytes), target_s=0.005 if quick else 0.01)
+    except Exception as exc:  # noqa: BLE001
+        _record_failure(res, "l2_bandwidth", exc, "L2 read", log)
+        return
+    res.values["l2_bandwidth"] = m.bandwidth
+    res.sources["l2_bandwidth"] = m.source()
+    log(f"  L2 read ({m.buffer_bytes >> 20} MiB buffer, {m.passes} passes): {m.bandwidth / 1e12:.2f} TB/s")
 
 
 def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = print) -> CeilingResult:
@@ -394,5 +291,6 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
     sm = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     _measure_torch_ceilings(torch, res, quick, log)
     _measure_unit_rates(torch, spec, sm, res, quick, log)
+    _measure_l2(spec, sm, res, quick, log)
     res.seconds = time.perf_counter() - t0
     return res

@@ -12,13 +12,14 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
+from iomodel.algo_peers import algo_flops, algo_of
 from iomodel.problems import conventional_flops
 from iomodel.results import config_dict, config_label
 
 from .plan import KernelFamily
 from .timing import FakeTimer
 
-__all__ = ["FakeEnv"]
+__all__ = ["FakeEnv", "FakeAlgorithms"]
 
 #: FLOP/s of each fake kernel at its best tiles
 _BASE_RATE = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
@@ -40,6 +41,32 @@ def fake_rate(kernel: str, cfg: Any, shape: Mapping) -> float:
     if shape.get("causal"):
         pen += 0.06
     return _BASE_RATE[kernel] * max(0.2, 1.0 - pen)
+
+
+class FakeAlgorithms:
+    """The algorithm peers of a dry run: a fake output and time (FLOPs at a fixed rate per peer);
+    kernels in ``fail`` raise, kernels in ``wrong`` give an output off by 5%."""
+
+    RATE = {"torch_matmul": 600e12, "torch_cross_entropy": 450e12, "torch_mlp": 550e12}
+
+    def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
+        self.fail, self.wrong = set(fail), set(wrong)
+
+    def make_inputs(self, kernel: str, shape, n_sets: int, seed: int):
+        return [({"kernel": kernel, "shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
+
+    def runner(self, kernel: str) -> Callable[..., Any]:
+        def run(x):
+            if kernel in self.fail:
+                raise RuntimeError(f"fake failure of {kernel}")
+            t = algo_flops(algo_of(kernel), x["shape"]) / self.RATE[kernel]
+            return {"time_s": t, "err": 0.05 if kernel in self.wrong else 2e-3}
+
+        return run
+
+    def check(self, kernel: str, fn: Callable[..., Any], inputs) -> tuple[float, bool]:
+        err = fn(*inputs[0])["err"]
+        return err, math.isfinite(err)
 
 
 class FakeEnv:
@@ -69,6 +96,7 @@ class FakeEnv:
         self.unsupported_peers = set(unsupported_peers)
         self.with_sm90 = with_sm90
         self.timer = FakeTimer(self._time_of, sleep_s=sleep_s)
+        self.fake_algorithms = FakeAlgorithms()
 
     def measure_ceilings(self, spec, *, quick: bool = False, log=print):
         from .ceilings import CeilingResult
@@ -78,6 +106,7 @@ class FakeEnv:
         res.values = {
             "gemm_flops": 0.71 * spec.peak_tensor_flops("bf16"),
             "copy_bandwidth": 0.9 * spec.hbm_bandwidth,
+            "l2_bandwidth": 2.5 * spec.hbm_bandwidth,
             "clock_hz": clock,
             "exp2_per_clk_per_sm": 16.0,
             "fp32_fma_per_clk_per_sm": 0.957 * spec.fp32_fma_per_clk_per_sm,
@@ -120,6 +149,9 @@ class FakeEnv:
             return run
 
         return {peer: (runner(peer), None) for peer in PEER_KERNELS}
+
+    def algorithms(self) -> FakeAlgorithms:
+        return self.fake_algorithms
 
     def make_inputs(self, shape, n_sets: int, seed: int):
         return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]

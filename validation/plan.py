@@ -12,10 +12,11 @@ from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
 from iomodel.results import config_dict, config_label, shape_label
 
-__all__ = ["ONLY_CHOICES", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape", "default_shapes", "KernelFamily",
-           "PlannedRow", "build_plan"]
+__all__ = ["ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape", "default_shapes",
+           "KernelFamily", "PlannedRow", "build_plan"]
 
-ONLY_CHOICES = (*OUR_KERNELS, "peers")  # what ``--only`` may name
+DEFAULT_ONLY = (*OUR_KERNELS, "peers")  # the attention sweep: what a run measures unless told
+ONLY_CHOICES = (*DEFAULT_ONLY, "algorithms")  # what ``--only`` may name (validation/algorithms.py)
 SWEEP_N = 4096          # every shipped config is timed at this sequence length
 TOKENS = 16384          # B * N
 HIDDEN = 2048           # H * d
@@ -111,7 +112,7 @@ def build_plan(
     families: Mapping[str, KernelFamily],
     predictor=None,
     *,
-    only: Iterable[str] = ONLY_CHOICES,
+    only: Iterable[str] = DEFAULT_ONLY,
     sweep_n: int = SWEEP_N,
     notes: list[str] | None = None,
 ) -> list[PlannedRow]:

@@ -19,7 +19,8 @@ from typing import Any, Callable
 from iomodel.files import OutputError
 from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
 
-from .plan import ONLY_CHOICES, PlannedRow, build_plan, default_shapes
+from .algorithms import ALGORITHMS, algorithm_rows, run_algorithms
+from .plan import DEFAULT_ONLY, PlannedRow, build_plan, default_shapes
 from .predictor import Predictor
 from .records import (NOT_TIMED, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
                       fill_timing, new_record, owned_folder, progress_line, record_error, short_error,
@@ -44,7 +45,7 @@ class SweepOptions:
     out: Path
     calibration_out: Path | None = None
     quick: bool = False
-    only: tuple[str, ...] = ONLY_CHOICES
+    only: tuple[str, ...] = DEFAULT_ONLY
     shapes: list[dict[str, Any]] | None = None
     measure_ceilings: bool = True
     calibration_in: Any = None        # a Calibration or path used when not measuring
@@ -70,6 +71,7 @@ class _Run:
     families: dict = field(default_factory=dict)
     peer_fns: dict = field(default_factory=dict)
     predictor: Predictor | None = None
+    algo_rows: list = field(default_factory=list)   # (peer, shape) of the algorithm phase
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -155,7 +157,8 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.n = results["rows_planned"] = len(plan)
+    run.algo_rows = algorithm_rows(opts.quick) if ALGORITHMS in opts.only else []
+    run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
     run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
     return plan
 
@@ -320,6 +323,7 @@ def run_sweep(env, spec, opts: SweepOptions, *, predictor_api: Any = None,
         seed = opts.seed if opts.seed is not None else int(time.time()) % 1_000_000
         run.results["seed"] = seed
         _run_shapes(run, plan, seed)
+        run_algorithms(run, run.algo_rows, len(plan) + 1, seed)
     except KeyboardInterrupt:
         raise _interrupted(run) from None
     return _finish(run)

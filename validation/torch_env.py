@@ -71,6 +71,12 @@ class TorchEnv:
 
         return peer_runners(self.torch)
 
+    def algorithms(self):
+        """The algorithm peers (validation/algorithms.py): inputs, runners and checks on this device."""
+        from .algo_torch import TorchAlgorithms
+
+        return TorchAlgorithms(self.torch)
+
     def make_inputs(self, shape, n_sets: int, seed: int):
         """``n_sets`` (q, k, v) of standard normal values, drawn in float32 then cast."""
         torch = self.torch

@@ -6,6 +6,7 @@ import argparse
 from ..boundary import ArgParser, package_version
 from .pictures import cmd_draw, cmd_pseudocode, cmd_roofline
 from .predict import cmd_predict, cmd_tiles
+from .diagram_args import DIAGRAM_ALGOS
 from .problem import ATTENTION_ALGOS, ATTENTION_SIZES, MATMUL_SIZES, add_problem_args, positive
 from .reports import cmd_gpus, cmd_validate
 
@@ -56,7 +57,8 @@ def _problem_commands(sub) -> None:
     dr.add_argument("--out", default="diagram.svg", metavar="FILE.svg|FILE.html|-",
                     help="the picture; - writes it to standard output")
     rf = sub.add_parser("roofline", help="roofline page (self-contained plotly HTML)", epilog=_epilog("roofline"))
-    add_problem_args(rf, algos=ATTENTION_ALGOS, kernel=False, sizes=ATTENTION_SIZES + MATMUL_SIZES)
+    add_problem_args(rf, algos=(*ATTENTION_ALGOS, *DIAGRAM_ALGOS), kernel=False,
+                     sizes=ATTENTION_SIZES + MATMUL_SIZES + ("window",))
     rf.add_argument("--out", default="roofline.html", metavar="FILE.html|-",
                     help="the page; - writes it to standard output")
     rf.add_argument("--top", type=positive, default=5, metavar="N", help="flash configurations per family")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from .diagram_args import USER_ALGO, diagram_families, diagram_problem, is_diagram_algo
 from .problem import ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, problem, refuse_gpu_options
 from .reports import PAGE_FORMATS
 
@@ -11,12 +12,25 @@ DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
 
 def _shown_family(args) -> str:
     """The family whose loop nest pseudocode and draw show: --kernel (checked to be one of the
-    algorithm's), else the first (flash_sm80's warp-level nest for FlashAttention)."""
+    algorithm's), else the first (flash_sm80's warp-level nest for FlashAttention; a diagram
+    algorithm's mma_sync style)."""
+    if uses_diagram(args):
+        return diagram_families(args, None)[0]
     return args.kernel if args.kernel != "auto" else ALGO_FAMILIES[args.algo][0]
+
+
+def uses_diagram(args) -> bool:
+    """Whether the algorithm is shown through a diagram family (the library's, or the user's)."""
+    return is_diagram_algo(args.algo) and not (args.algo == "matmul" and args.kernel == "matmul_sm80")
 
 
 def _diagram_for(args):
     from diagrams import library
+    if uses_diagram(args):
+        from .. import families
+        if args.algo == USER_ALGO:
+            diagram_problem(args)  # loads and checks the user's file
+        return families.get(_shown_family(args)).build_for_dtype(getattr(args, "dtype", None) or "bf16")
     if args.algo == "matmul":
         return library.tiled_matmul(warps="w")
     if args.algo == "softmax":
@@ -39,6 +53,8 @@ def _values_for(args, spec, cal) -> dict:
     kernel = _shown_family(args)
     res = search(kernel, spec, shape, calibration=cal, top=1)
     vals = symbol_values(kernel, res.shape, [res.ranked[0].config])
+    if uses_diagram(args):
+        return {k: int(v[0]) if hasattr(v, "__len__") else int(v) for k, v in vals.items()}
     if args.algo == "matmul":
         vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
     if args.algo == "softmax":
@@ -107,16 +123,39 @@ def _points(args, spec, cal, shape) -> list[dict]:
     return points
 
 
+def _diagram_points(args, spec, cal, shape) -> list[dict]:
+    """A diagram algorithm's points: the top configurations of each kernel style the GPU runs."""
+    from .. import families
+    from ..tiles import search
+
+    points = []
+    for fam in diagram_families(args, spec):
+        for p in search(fam, spec, shape, calibration=cal, top=args.top).ranked:
+            points.append(dict(label=f"{fam} {families.get(fam).label(p.config)}", flops=p.flops,
+                               hbm_bytes=p.hbm_bytes, time_s=p.time_s, kind="predicted", family=fam))
+    return points
+
+
 def cmd_roofline(args) -> int:
     from ..files import check_output
     from ..hardware import resolve_gpu
     from ..report import roofline_html
 
     out = check_output(args.out, PAGE_FORMATS, what="--out")
-    checked(args, reads_sizes=MATMUL_SIZES)
+    args.kernel = "auto"
+    diagram = is_diagram_algo(args.algo or ("diagram" if args.diagram else ""))
+    checked(args, reads_sizes=() if diagram else MATMUL_SIZES)
     spec = resolve_gpu(args.gpu)
     cal = calibration_for(args.calibration, spec, args.force_calibration)
     _, shape = problem(args)
+    if diagram:
+        points = _diagram_points(args, spec, cal, shape)
+        sizes = " ".join(f"{k}={v}" for k, v in shape.items() if k not in ("dtype", "causal"))
+        title = f"{spec.name}: {args.algo if args.algo != USER_ALGO else args.diagram} {sizes} {shape['dtype']}"
+        out.write(roofline_html(spec, points, title, calibration=cal))
+        if not out.stdout:
+            print(f"wrote {out}: {len(points)} points on the {spec.key} roofline")
+        return 0
     points = _points(args, spec, cal, shape)
     title = f"{spec.name}: attention B={shape['B']} H={shape['H']} N={shape['N_q']} d={shape['d']} {shape['dtype']}"
     out.write(roofline_html(spec, points, title, calibration=cal))

@@ -40,14 +40,15 @@ def describe_prediction(pred, spec, evaluated: int | None = None) -> str:
     lines.append(f"  predicted    {format_duration(pred.time_s)}, {pred.tflops:.1f} TFLOP/s "
                  f"({100 * pred.fraction_of_peak:.0f}% of the {peak / 1e12:.0f} TFLOP/s {pred.shape.get('dtype')} peak); "
                  f"bottleneck: {pred.bottleneck}")
+    spill = f" ({pred.spilled_regs:.0f} more spill to local memory)" if pred.spilled_regs else ""
     lines.append(f"  occupancy    {pred.blocks_per_sm:.0f} block(s)/SM (limited by {pred.occupancy_limit}), "
-                 f"{pred.waves:.0f} wave(s) over {spec.sm_count} SMs; {pred.regs_per_thread:.0f} regs/thread, "
+                 f"{pred.waves:.0f} wave(s) over {spec.sm_count} SMs; {pred.regs_per_thread:.0f} regs/thread{spill}, "
                  f"SMEM {pred.smem_bytes / 1024:.1f} KiB/block")
     terms = "  ".join(f"{k} {format_duration(v)}" for k, v in pred.terms.items())
     lines.append(f"  terms        {terms}   (busiest SM)")
     work = ", ".join(f"{u} {v / 1e9:.2f} G" for u, v in pred.executed_flops.items())
-    lines.append(f"  work         {work}; HBM {pred.hbm_bytes / 1e6:.1f} MB compulsory, "
-                 f"global traffic {pred.global_bytes / 1e6:.1f} MB")
+    lines.append(f"  work         {work}; HBM {pred.hbm_bytes / 1e6:.1f} MB (what L2 does not serve), "
+                 f"global traffic {pred.global_bytes / 1e6:.1f} MB (L2)")
     if len(pred.kernels) > 1:
         for k in pred.kernels:
             lines.append(f"    kernel {k['name']:<10} {format_duration(k['time_s'])}  bottleneck {k['bottleneck']}, "
@@ -72,16 +73,29 @@ def _predictions(args, spec, shape, cal) -> list:
     from ..api import predict
     from ..tiles import parse_tiles, search
 
-    results = []
-    for fam in families_for(args, spec):
+    from ..errors import ModelError
+
+    results, nothing = [], []
+    names = families_for(args, spec)
+    for fam in names:
         if args.tiles:
             pred = predict(fam, spec, shape, parse_tiles(fam, args.tiles), cal)
             if not pred.feasible:
                 raise UsageError(f"tiles do not fit {spec.key}: {pred.reason}")
             results.append((pred, None))
-        else:
+            continue
+        try:
             res = search(fam, spec, shape, calibration=cal, top=1)
-            results.append((res.ranked[0], res.evaluated))
+        except ModelError as exc:  # one family with nothing that fits: the others still answer
+            if len(names) == 1:
+                raise
+            nothing.append(str(exc))
+            continue
+        results.append((res.ranked[0], res.evaluated))
+    if not results:
+        raise ModelError("; ".join(nothing))
+    for why in nothing:
+        print(f"iomodel: note: {why}", file=sys.stderr)
     return sorted(results, key=lambda r: r[0].time_s)
 
 

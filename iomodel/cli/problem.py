@@ -10,12 +10,16 @@ import argparse
 
 from ..boundary import UsageError
 from ..problems import DTYPES
+from .diagram_args import (DIAGRAM_ALGOS, FLAG_SYMBOLS, STYLE_NAMES, USER_ALGO, diagram_families, diagram_problem,
+                           is_diagram_algo, parse_sizes, positive)
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
-ALGOS = (*ATTENTION_ALGOS, "matmul", "softmax")
+ALGOS = (*ATTENTION_ALGOS, *DIAGRAM_ALGOS, "softmax")
 FLASH = ("flash_sm80", "flash_sm90")
 ALGO_FAMILIES = {"flash-attention": FLASH, "flash-attention-causal": FLASH, "gqa": FLASH,
-                 "attention-unfused": ("unfused",), "matmul": ("matmul_sm80",), "softmax": ("softmax",)}
+                 "attention-unfused": ("unfused",), "softmax": ("softmax",),
+                 **{a: STYLE_NAMES for a in (*DIAGRAM_ALGOS, USER_ALGO)},
+                 "matmul": ("matmul_sm80", *STYLE_NAMES)}   # our matmul kernel, and the diagram in each style
 DEFAULT_GPU = "h100-sxm"
 
 # dest -> (flag, default, help); a None default is derived from other options, as the help says
@@ -30,23 +34,15 @@ SIZES = {
     "m": ("--m", 8192, "matmul rows M"),
     "n": ("--n", 8192, "matmul columns N"),
     "k": ("--k", 8192, "matmul contraction K"),
+    "window": ("--window", None, "sliding window W: keys each query sees (default: 1024)"),
 }
 ATTENTION_SIZES = ("batch", "heads", "kv_heads", "seqlen", "kv_seqlen", "head_dim")
 MATMUL_SIZES = ("m", "n", "k")
-ALGO_SIZES = {**{a: ATTENTION_SIZES for a in ATTENTION_ALGOS}, "matmul": MATMUL_SIZES,
+ALGO_SIZES = {**{a: ATTENTION_SIZES for a in ATTENTION_ALGOS},
+              **{a: tuple(FLAG_SYMBOLS.get(a, {})) for a in (*DIAGRAM_ALGOS, USER_ALGO)},
               "softmax": ("batch", "heads", "seqlen", "kv_seqlen")}   # rows = B * H * N_q, columns = N_k
 # the options that depend on the GPU; --symbolic pseudocode reads none of them
 GPU_OPTIONS = {"gpu": ("--gpu", DEFAULT_GPU), "dtype": ("--dtype", "bf16"), "calibration": ("--calibration", "auto")}
-
-
-def positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
 
 
 def _shown(default) -> str:
@@ -57,12 +53,16 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
                      sizes=tuple(SIZES)) -> None:
     """The problem options a command reads: always --algo; --kernel, the GPU options and `sizes` when
     the command reads them."""
-    p.add_argument("--algo", default=algos[0], choices=algos, help="algorithm")
+    p.add_argument("--algo", choices=algos, help=f"algorithm (default: {algos[0]})")
+    p.add_argument("--diagram", metavar="FILE.py:FUNCTION",
+                   help="your own algorithm: a function returning a relabeled Diagram or Program, or one "
+                        "with its sizes as (diagram, {symbol: value}) (docs/cli.md)")
     if kernel:
         from .. import families
 
-        p.add_argument("--kernel", default="auto", choices=("auto", *families.FAMILIES),
-                       help="kernel family, one of the algorithm's (auto: every one the GPU runs)")
+        p.add_argument("--kernel", default="auto", choices=("auto", *families.FAMILIES, *STYLE_NAMES),
+                       help="kernel family, one of the algorithm's, or for a diagram algorithm the kernel "
+                            "style (auto: every one the GPU runs)")
     if not gpu:
         return
     p.add_argument("--gpu", metavar="KEY|NAME|PATH",
@@ -70,6 +70,8 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
     for dest in sizes:
         flag, default, text = SIZES[dest]
         p.add_argument(flag, dest=dest, type=positive, metavar="N", help=text + _shown(default))
+    p.add_argument("--size", type=parse_sizes, metavar="NAME=N,...",
+                   help="sizes of a diagram algorithm by their symbols, e.g. T=8192,V=32000 (iomodel algos)")
     p.add_argument("--dtype", choices=DTYPES, help="element type (default: bf16)")
     p.add_argument("--calibration", metavar="auto|none|KEY|PATH",
                    help="measured ceilings: auto (iomodel/calibration/<gpu>.toml when there is one), none "
@@ -86,10 +88,22 @@ def _flags(dests) -> str:
     return ", ".join({**SIZES, **GPU_OPTIONS}[d][0] for d in dests)
 
 
-def checked(args, reads_sizes=None) -> argparse.Namespace:
+def _algo(args, default: str) -> str:
+    """--algo, or `diagram` with --diagram (the two exclude each other)."""
+    diagram = getattr(args, "diagram", None)
+    if diagram is not None and args.algo is not None:
+        raise UsageError("--algo and --diagram both name the algorithm; give one")
+    if diagram is not None:
+        return USER_ALGO
+    return args.algo or default
+
+
+def checked(args, reads_sizes=None, default_algo: str = ALGOS[0]) -> argparse.Namespace:
     """`args` after the option rules, with defaults filled in.  `reads_sizes`: the sizes the command
     reads besides the algorithm's (roofline's matmul point reads --m --n --k)."""
-    algo = args.algo
+    algo = args.algo = _algo(args, default_algo)
+    if getattr(args, "size", None) is not None and not is_diagram_algo(algo):
+        raise UsageError(f"--size not used by --algo {algo}, which reads {_flags(ALGO_SIZES[algo])}")
     reads = set(ALGO_SIZES[algo]) | set(reads_sizes or ())
     extra = [d for d in _given(args, SIZES) if d not in reads]
     if extra:
@@ -100,6 +114,8 @@ def checked(args, reads_sizes=None) -> argparse.Namespace:
         raise UsageError(f"--kernel {kernel} serves --algo {' or '.join(serves)}, not {algo} "
                          f"(which runs on {' or '.join(ALGO_FAMILIES[algo])})")
     check_force(args)
+    for dest in SIZES:  # what was given, before the defaults: a diagram algorithm has its own defaults
+        setattr(args, f"_given_{dest}", getattr(args, dest, None))
     for dest, (_flag, default) in GPU_OPTIONS.items():
         if hasattr(args, dest) and getattr(args, dest) is None:
             setattr(args, dest, default)
@@ -119,6 +135,8 @@ def refuse_gpu_options(args, why: str) -> None:
 def problem(args) -> tuple[tuple[str, ...], dict]:
     """Kernel families of the algorithm and its shape, from checked args."""
     fams = ALGO_FAMILIES[args.algo]
+    if is_diagram_algo(args.algo) and not (args.algo == "matmul" and getattr(args, "kernel", "") == "matmul_sm80"):
+        return fams, diagram_problem(args)
     if args.algo == "matmul":
         return fams, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype)
     if args.algo == "softmax":
@@ -136,6 +154,12 @@ def families_for(args, spec) -> list[str]:
     that does."""
     from .. import families
 
+    kernel = getattr(args, "kernel", "auto")
+    if is_diagram_algo(args.algo) and kernel in ("auto", *STYLE_NAMES):
+        mine = diagram_families(args, spec)
+        if args.algo == "matmul" and kernel == "auto" and not families.get("matmul_sm80").gpu_problem(spec):
+            mine = ["matmul_sm80", *mine]   # our shipped matmul kernel beside the diagram's styles
+        return mine
     if args.kernel != "auto":
         why = families.get(args.kernel).gpu_problem(spec)
         if why:

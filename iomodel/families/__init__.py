@@ -11,15 +11,30 @@ from ..names import suggest
 from . import flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
 from .base import Family, TileConfig
 
-__all__ = ["Family", "TileConfig", "FAMILIES", "get", "for_problem", "suggest"]
+__all__ = ["Family", "TileConfig", "FAMILIES", "get", "register", "for_problem", "suggest"]
 
 _MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax)
 FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in _MODULES}
 
 
+# families made at run time from a diagram and a kernel style (iomodel.diagram_family), by name
+_MADE: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Make a family built at run time findable by name (a later one of the same name replaces it)."""
+    if family.name in FAMILIES:
+        raise ModelError(f"{family.name!r} is a shipped kernel family's name")
+    if family.name in _MADE:  # the model cached for the old one is stale
+        from ..api import family_model
+        family_model.cache_clear()
+    _MADE[family.name] = family
+    return family
+
+
 def get(name: str) -> Family:
     """The family called `name`; ModelError with the known names (and the closest) otherwise."""
-    fam = FAMILIES.get(name)
+    fam = FAMILIES.get(name) or _MADE.get(name)
     if fam is None:
         raise ModelError(f"unknown kernel family {name!r}{suggest(name, FAMILIES)}; known: {', '.join(FAMILIES)}")
     return fam

@@ -75,6 +75,12 @@ class Family:
     # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
     workspace_bytes: Callable[[Mapping], float] | None = None
     launch_problem: Callable[[Mapping], str] | None = None
+    # a family made from a diagram (problem "diagram", iomodel.diagram_family): its size symbols are the
+    # shape's fields; its diagram depends on the dtype; FLOPs and memory come from its derivation
+    shape_fields: tuple[str, ...] = ()
+    build_for_dtype: Callable[[str], Any] | None = None
+    useful_flops: Callable[[Mapping], float] | None = None
+    memory_bytes: Callable[[Mapping], float] | None = None
 
     # ---- configs
     def label(self, config) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..limits import GRID_YZ_MAX
-from ..plan import ExecutionPlan
+from ..styles import MMA_SYNC
 from .base import Family, TileConfig
 
 MMA_M, MMA_K = 16, 16   # mma.sync m16n8k16: rows per warp and the k of P.V come in these steps
@@ -91,8 +91,7 @@ FAMILY = Family(
     problem="attention",
     config_type=FlashConfig,
     symbols={"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
-    plan=ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=56, min_reg_overhead=40,
-                       interleave_max=1.4, step_latency_cycles_per_warp=70.0),
+    plan=MMA_SYNC.plan,   # the mma_sync style is this kernel's code (iomodel.styles)
     build=_diagram,
     label_format="{block_m}x{block_n} w{warps} s{stages}",
     space={"block_m": (16, 32, 64, 96, 128, 192, 256), "block_n": (16, 32, 48, 64, 96, 128, 160, 192, 256),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..limits import INDEX_LIMIT, blocks
-from ..plan import ExecutionPlan
+from ..styles import WGMMA
 from .base import Family, TileConfig
 
 WGMMA_M = 64                 # rows of one wgmma: each consumer warpgroup owns one row block
@@ -116,12 +116,7 @@ FAMILY = Family(
     problem="attention",
     config_type=Sm90Config,
     symbols={"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
-    plan=ExecutionPlan(overlap="warp-specialized", tensor_instruction="wgmma", reg_overhead=24,
-                       extra_threads=128, extra_thread_regs=24, register_operands=True,
-                       interleave_max=1.6, interleave_slope=0.4, step_latency_cycles=100.0,
-                       latency_hidden_by_stages=True, step_latency_cycles_per_warp=40.0,
-                       fill_steps=2.0, tensor_reads_smem=True,
-                       sync_bytes_per_buffer=16, smem_slack_bytes=1024),
+    plan=WGMMA.plan,   # the wgmma style is this kernel's code (iomodel.styles)
     build=_diagram,
     label_format="{block_m}x{block_n} c{consumers} s{stages}",
     space={"block_m": (64, 128, 192, 256, 384), "block_n": tuple(range(16, 257, 16)),

@@ -42,6 +42,7 @@ CAL_FIELDS: tuple[CalField, ...] = (
     CalField("gemm_flops", "flop_rate", "FLOP/s"),
     CalField("mma_sync_flops_per_clk_per_sm", "flop_per_clk", "FLOP/clk/SM"),
     CalField("copy_bandwidth", "bandwidth", "B/s"),
+    CalField("l2_bandwidth", "bandwidth", "B/s"),
     CalField("exp2_per_clk_per_sm", "op_per_clk", "op/clk/SM"),
     CalField("fp32_fma_per_clk_per_sm", "fma_per_clk", "FMA/clk/SM"),
 )
@@ -56,6 +57,7 @@ class Calibration:
 
     ``gemm_flops``: bf16 dense 8192^3 GEMM through torch (FLOP/s).
     ``copy_bandwidth``: device-to-device copy, bytes read + written per second.
+    ``l2_bandwidth``: bytes read per second from a buffer resident in L2, all SMs reading.
     ``*_per_clk_per_sm``: unit rates at ``clock_hz`` (the SM clock sampled
     during the run).  ``sources`` says how each number was obtained.
     """
@@ -68,6 +70,7 @@ class Calibration:
     gemm_flops: float | None = None
     mma_sync_flops_per_clk_per_sm: float | None = None
     copy_bandwidth: float | None = None
+    l2_bandwidth: float | None = None
     exp2_per_clk_per_sm: float | None = None
     fp32_fma_per_clk_per_sm: float | None = None
     sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)

@@ -67,6 +67,9 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     SpecField("mma_sync_shape", kind=("ints", 3)),
     SpecField("launch_overhead_s", "time", "float"),
     SpecField("max_boost_clock_hz", "frequency", "float", required=False, on_spec=False),
+    # no datasheet states it: where a published figure allows an estimate the file says how; a measured
+    # one (calibration l2_bandwidth) replaces it
+    SpecField("l2_bandwidth", "bandwidth", "float", required=False, on_spec=False),
     SpecField("tensor_flops_per_clk_per_sm", "flop_per_clk", "float", layout="by_dtype"),
     SpecField("tensor_datasheet_flops", "flop_rate", "float", required=False, on_spec=False,
               layout="by_dtype"),

@@ -67,7 +67,7 @@ def test_pseudocode_and_draw(capsys, tmp_path):
     code, out, _ = run(capsys, "pseudocode")
     assert code == 0 and "parallel for" in out and "for m0" in out and "# sizes:" in out
     code, out, _ = run(capsys, "pseudocode", "--algo", "matmul", "--symbolic")
-    assert code == 0 and "for b0 in 0..b step kb" in out
+    assert code == 0 and "for b0 in 0..K step Bk" in out
     # the Hopper family's own loop nest: warpgroups that skip the chunks above their own rows
     code, out, _ = run(capsys, "pseudocode", "--algo", "flash-attention-causal", "--kernel", "flash_sm90")
     assert code == 0 and "# warpgroups" in out and "skip" in out
@@ -126,7 +126,7 @@ def test_version_help_defaults_and_examples(capsys):
     (["predict", "--m", "4096"], "--m not used by --algo flash-attention"),
     (["predict", "--algo", "matmul", "--heads", "4", "--batch", "2"], "--batch, --heads not used by --algo matmul"),
     (["predict", "--algo", "softmax", "--head-dim", "64"], "--head-dim not used by --algo softmax"),
-    (["roofline", "--algo", "matmul"], "invalid choice: 'matmul'"),
+    (["roofline", "--algo", "softmax"], "invalid choice: 'softmax'"),
     # options that need another one
     (["predict", "--tiles", "block_m=128,block_n=64,warps=4,stages=2"], "--tiles needs --kernel"),
     (["predict", "--kernel", "matmul_sm80"], "--kernel matmul_sm80 serves --algo matmul, not flash-attention"),
@@ -147,7 +147,8 @@ def test_version_help_defaults_and_examples(capsys):
     (["predict", "--seqlen", str(10**12)], "32-bit size limit"),
     (["predict", "--algo", "attention-unfused", "--seqlen", "65536", "--batch", "64"], "of GPU memory"),
     (["predict", "--kernel", "flash_sm80", "--batch", "70000", "--seqlen", "128"], "at most 65535"),
-    (["predict", "--algo", "matmul", "--m", "100000000", "--n", "16", "--k", "16"], "row blocks"),
+    (["predict", "--algo", "matmul", "--kernel", "matmul_sm80", "--m", "100000000", "--n", "16", "--k", "16"],
+     "row blocks"),
     # outputs are checked before any work
     (["draw", "--out", "x.png"], "--out x.png: unknown suffix"),
 ])

@@ -268,12 +268,14 @@ def test_shipped_calibrations():
     # each shipped calibration is the one the last committed validation run of its GPU measured and embedded
     for cal, device in ((h100, "NVIDIA H100 80GB HBM3"), (h200, "NVIDIA H200")):
         embedded = _last_run(cal.gpu_key)["calibration"]
-        for name in ("gemm_flops", "copy_bandwidth", "mma_sync_flops_per_clk_per_sm", "exp2_per_clk_per_sm",
-                     "fp32_fma_per_clk_per_sm", "clock_hz"):
+        for name in ("gemm_flops", "copy_bandwidth", "l2_bandwidth", "mma_sync_flops_per_clk_per_sm",
+                     "exp2_per_clk_per_sm", "fp32_fma_per_clk_per_sm", "clock_hz"):
             assert getattr(cal, name) == pytest.approx(embedded[name]), (cal.gpu_key, name)
         assert cal.device_name == device
     assert h200.clock_hz == pytest.approx(1.98e9)
     assert h200.mma_sync_flops(132) == pytest.approx(648e12, rel=0.01)
+    # the L2 read rate (an 8 MiB buffer re-read by every SM) is about twice the H100's HBM copy rate
+    assert 7e12 < h100.l2_bandwidth < 9e12 and 8e12 < h200.l2_bandwidth < 1.1e13
     # cuBLAS reaches about 80% of the dense datasheet peak at 8192^3, as on the H100
     assert 0.7 < h200.gemm_flops / load_spec("h200-sxm").peak_tensor_flops("bf16") < 0.9
     for cal in (h100, h200):

@@ -135,7 +135,7 @@ def test_fifo_and_directory_are_not_read(tmp_path):
 
 def test_scratch_tables_are_refused_and_kept_out_of_the_tools_paths():
     scratch = sorted((RESULTS / "archive" / "scratch").glob("*.json"))
-    assert len(scratch) == 2 and (RESULTS / "archive" / "scratch" / "README.md").is_file()
+    assert len(scratch) == 4 and (RESULTS / "archive" / "scratch" / "README.md").is_file()
     for p in scratch:
         with pytest.raises(ResultsError, match="row 0: field 'kernel' missing"):
             load_results(p)

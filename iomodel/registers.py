@@ -1,0 +1,88 @@
+"""Register liveness: what one register-level unit holds while the loop body runs.
+
+An intermediate occupies registers from the operation that produces it to its last consumer in the loop
+body (`iomodel.loopbody`); an accumulator (an operation reducing a streamed axis) from the first operation
+of the loop over that axis until its last consumer after the loop (or its store), together with its online
+state. The registers of a kernel are the peak over the body of what is live, not the sum of every
+intermediate. Operand fragments read from SMEM are counted apart (`fragment_bytes_per_k`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from diagrams.core import Contraction, NormalizedContraction
+from diagrams.diagram import Diagram
+
+from .costs import Resident
+from .loopbody import Step, body, run_of
+
+CONTRACTIONS = (Contraction, NormalizedContraction)
+PEAK = "live intermediates at their peak"
+
+
+@dataclass(frozen=True)
+class Live:
+    name: str
+    words: sp.Expr  # 32-bit registers of one unit (all its threads together)
+    start: int
+    end: int
+
+
+def _interval(steps: list[Step], i: int) -> tuple[int, int]:
+    """Where the output of step `i` is live: producer (or the start of the loop it accumulates over) to
+    its last consumer (or the end of that loop)."""
+    step = steps[i]
+    start, end = i, i
+    for loop in step.folds:
+        lo, hi = run_of(steps, i, loop)
+        start, end = min(start, lo), max(end, hi)
+    users = [j for j, s in enumerate(steps) if any(x.name == step.op.output.name for x in s.op.inputs)]
+    return start, max([end, *users])
+
+
+def _live_ranges(d: Diagram, nest, steps: list[Step]) -> list[Live]:
+    staged = dict(d.staged)
+    out: list[Live] = []
+    for i, step in enumerate(steps):
+        op = step.op
+        start, end = _interval(steps, i)
+        if staged.get(op.output.name, "reg") == "reg":
+            # a contraction accumulates in fp32 whatever it stores
+            size = max(4, op.output.itemsize) if isinstance(op, CONTRACTIONS) else op.output.itemsize
+            out.append(Live(op.output.name, nest.tile(op.output, "reg") * size / 4, start, end))
+        state = op.state_arrays()
+        out += [Live(st.name, nest.tile(st, "reg") * st.itemsize / 4, start, end) for st in state]
+        streamed = op.inputs[0]
+        if state and d.producer(streamed.name) is None:  # a streamed input from outside: one fp32 tile at the op
+            out.append(Live(streamed.name, nest.tile(streamed, "reg"), i, i))
+    return out
+
+
+def op_residents(d: Diagram, nest) -> list[Resident]:
+    """Residents of the operations: outputs staged in SMEM, and the registers of one unit at the peak of
+    liveness. Values live over the whole body are listed one by one; the rest, when they are never all
+    live together, as one resident of 32-bit words (`PEAK`) holding the largest sum live at one step."""
+    steps = body(d, nest)
+    staged = dict(d.staged)
+    residents = [Resident(s.op.output.name, "smem", nest.tile(s.op.output, "smem"), 1, s.op.output.itemsize)
+                 for s in steps if staged.get(s.op.output.name) == "smem"]
+    live = _live_ranges(d, nest, steps)
+    last = len(steps) - 1
+    always = [v for v in live if v.start == 0 and v.end == last]
+    transient = [v for v in live if v not in always]
+    residents += [Resident(v.name, "reg", v.words, 1, 4) for v in always]
+    if not transient:
+        return residents
+    if any(all(v.start <= i <= v.end for v in transient) for i in range(len(steps))):
+        return residents + [Resident(v.name, "reg", v.words, 1, 4) for v in transient]
+    sums = {sp.Add(*[v.words for v in transient if v.start <= i <= v.end]) for i in range(len(steps))}
+    return residents + [Resident(PEAK, "reg", sp.Max(*sums), 1, 4)]
+
+
+def live_words(d: Diagram, nest) -> list[tuple[str, sp.Expr]]:
+    """For each step of the body, the operation and the 32-bit words one unit holds live there."""
+    steps = body(d, nest)
+    live = _live_ranges(d, nest, steps)
+    return [(s.op.name, sp.Add(*[v.words for v in live if v.start <= i <= v.end])) for i, s in enumerate(steps)]

@@ -1,0 +1,200 @@
+"""Issue 14: any diagram, from the library or the user's file, goes from the CLI to a predicted time, and
+the time reflects its traffic (L2 reuse, HBM shared by the SMs with work)."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iomodel import algorithms
+from iomodel.algorithms import LIBRARY, best_prediction, family_for
+from iomodel.cli import main
+from iomodel.cli.diagram_args import DIAGRAM_ALGOS
+from iomodel.hardware import load_calibration, resolve_gpu
+from iomodel.traffic import distinct_tiles, reuse_distance
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "swiglu.py"
+GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_lists_the_library():
+    assert tuple(LIBRARY) == DIAGRAM_ALGOS
+
+
+def _predict_json(capsys, *argv) -> list[dict]:
+    code, out, err = run(capsys, "predict", *argv, "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and all(r["feasible"] and r["time_s"] > 0 and r["flops"] > 0 for r in rows)
+    return rows
+
+
+@pytest.mark.parametrize("algo", DIAGRAM_ALGOS)
+def test_every_library_algorithm_predicts_with_the_same_fields(capsys, algo):
+    rows = _predict_json(capsys, "--algo", algo, "--gpu", "h100-sxm")
+    reference = _predict_json(capsys, "--algo", "flash-attention")[0]
+    for row in rows:
+        assert set(row) == set(reference)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("algo", DIAGRAM_ALGOS)
+def test_every_library_algorithm_predicts_on_every_gpu(capsys, algo, gpu):
+    rows = _predict_json(capsys, "--algo", algo, "--gpu", gpu)
+    styles = {r["kernel"].split("/")[-1] for r in rows}
+    assert ("wgmma" in styles) == (gpu != "a100-sxm-80gb") or algo == "matmul"
+
+
+def test_user_diagram_example_predicts_tiles_and_pseudocode(capsys):
+    spec = f"{EXAMPLE}:swiglu"
+    rows = _predict_json(capsys, "--diagram", spec, "--size", "T=4096")
+    assert rows[0]["shape"]["T"] == 4096 and rows[0]["flops"] == pytest.approx(2 * 2 * 4096 * 4096 * 14336)
+    code, out, _ = run(capsys, "pseudocode", "--diagram", spec, "--kernel", "wgmma")
+    assert code == 0 and "for d0 in 0..D" in out and "warpgroups" in out
+    code, out, _ = run(capsys, "tiles", "--diagram", spec, "--top", "2", "--json")
+    assert code == 0 and len(json.loads(out)[0]["ranked"]) == 2
+
+
+USER_ERRORS = {
+    "returns_int": "def f():\n    return 42\n",
+    "bad_relabel": ("from diagrams import library\n"
+                    "def f():\n    return library.matmul().group('a', 16).stream('a', 8)\n"),
+    "raises": "def f():\n    raise RuntimeError('oops')\n",
+    "bad_sizes": "from diagrams import library\ndef f():\n    return library.tiled_matmul(), {'a': -1}\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(USER_ERRORS))
+def test_user_diagram_errors_are_one_line(capsys, tmp_path, case):
+    path = tmp_path / "mine.py"
+    path.write_text(USER_ERRORS[case])
+    code, out, err = run(capsys, "predict", "--diagram", f"{path}:f")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--diagram" in err, err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--diagram", "nowhere/none.py:f"], "no file"),
+    (["--diagram", f"{EXAMPLE}"], "FILE.py:FUNCTION"),
+    (["--diagram", f"{EXAMPLE}:missing"], "no function"),
+    (["--diagram", f"{EXAMPLE}:swiglu", "--algo", "matmul"], "give one"),
+    (["--diagram", f"{EXAMPLE}:swiglu", "--size", "Q=4"], "no size 'Q'"),
+    (["--algo", "cross-entropy", "--size", "v=32000"], "did you mean V"),
+    (["--algo", "flash-attention", "--size", "N=4"], "--size not used"),
+    (["--algo", "attention-split-kv", "--heads", "30", "--kv-heads", "8"], "multiple"),
+    (["--algo", "cross-entropy", "--size", "T=0"], "positive"),
+    (["--algo", "mlp", "--window", "8"], "not used"),
+    (["--algo", "matmul", "--kernel", "wgmma", "--gpu", "a100-sxm-80gb"], "wgmma"),
+])
+def test_diagram_options_refused_in_one_line(capsys, argv, needle):
+    code, out, err = run(capsys, "predict", *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_size_flags_reach_the_diagram(capsys):
+    row = _predict_json(capsys, "--algo", "sliding-window-attention", "--window", "256", "--seqlen", "8192",
+                        "--kv-seqlen", "8192", "--kernel", "wgmma")[0]
+    assert row["shape"]["W"] == 256 and row["shape"]["N"] == 8192
+    row = _predict_json(capsys, "--algo", "attention-split-kv", "--heads", "64", "--kv-heads", "8",
+                        "--kernel", "mma_sync")[0]
+    assert row["shape"]["g"] == 8 and row["shape"]["Hk"] == 8
+
+
+def test_split_kv_decode_is_memory_bound_at_the_measured_bandwidth():
+    """Nq = 1, Nk = 32k, GQA 32:8: the bottleneck is HBM and the HBM time is the bytes over the measured
+    copy bandwidth (the grid covers the SMs, so no share of the bandwidth is lost)."""
+    shape = {"B": 1, "Hk": 8, "g": 4, "N": 1, "M": 32768, "d": 128, "dtype": "bf16"}
+    cal = load_calibration("h100-sxm")
+    for style in ("mma_sync", "wgmma"):
+        fam = family_for("attention-split-kv", style)
+        from iomodel.tiles import search
+        p = search(fam.name, "h100-sxm", shape, top=1).ranked[0]
+        assert p.bottleneck == "hbm", (style, p.terms)
+        kv_bytes = 2 * 32768 * 8 * 128 * 2
+        assert p.hbm_bytes == pytest.approx(kv_bytes, rel=0.02)
+        assert p.terms["hbm"] == pytest.approx(p.hbm_bytes / cal.copy_bandwidth, rel=0.10)
+
+
+def test_grid_smaller_than_the_chip_gets_its_share_of_bandwidth():
+    """One block per SM with work: eight blocks move their bytes at 8/132 of the chip's bandwidth."""
+    shape = {"B": 1, "Hk": 8, "g": 4, "N": 1, "M": 32768, "d": 128, "dtype": "bf16"}
+    fam = family_for("attention-split-kv", "mma_sync")
+    from iomodel.api import predict
+    one = predict(fam.name, "h100-sxm", shape, {"sp": 1, "st": 2, "Bc": 64})
+    many = predict(fam.name, "h100-sxm", shape, {"sp": 32, "st": 2, "Bc": 64})
+    part = one.kernels[0]
+    assert part["blocks"] == 8
+    assert one.terms["hbm"] > 10 * many.terms["hbm"]
+
+
+def test_wave_reuse_counts_distinct_tiles():
+    counts = [np.array(4.0), np.array(32.0)]          # rows of blocks (outer), columns (fastest)
+    window = np.array(64.0)
+    assert distinct_tiles(counts, [True, False], window) == pytest.approx(2)   # A: two block-rows
+    assert distinct_tiles(counts, [False, True], window) == pytest.approx(32)  # B: every column
+    assert reuse_distance(counts, [True, False]) == pytest.approx(1)
+    assert reuse_distance(counts, [False, True]) == pytest.approx(32)
+    assert np.isinf(reuse_distance(counts, [True, True]))
+
+
+def test_gemm_pick_follows_the_hong_kung_trade_off():
+    """With the L2 charged for every tile fetched, of two tiles with the same work the square one moves
+    less and is not predicted slower, and the pick's traffic is hidden under its matrix products
+    (a tile whose fetches outlast its products is never the pick)."""
+    from iomodel.api import predict
+    from iomodel.tiles import search
+
+    fam = family_for("matmul", "mma_sync").name
+    shape = {"M": 8192, "N": 8192, "K": 8192, "dtype": "bf16"}
+    square = predict(fam, "a100-sxm-80gb", shape, {"Ba": 128, "Bc": 128, "Bk": 32, "st": 2, "w": 4, "wc": 2})
+    skinny = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 64, "Bk": 32, "st": 2, "w": 4, "wc": 2})
+    assert square.global_bytes < skinny.global_bytes and square.time_s <= skinny.time_s
+    thin = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 16, "Bk": 32, "st": 2, "w": 4, "wc": 1})
+    assert thin.terms["l2"] > thin.terms["tensor"] and thin.bottleneck == "l2"
+    best = search(fam, "a100-sxm-80gb", shape, top=1).ranked[0]
+    assert best.terms["l2"] <= best.terms["tensor"] and best.time_s < thin.time_s
+
+
+def test_best_prediction_fills_defaults_and_picks_the_fastest_style():
+    sizes = {"M": random.choice([2048, 4096]), "N": 4096}
+    best = best_prediction("matmul", "h100-sxm", sizes)
+    assert best.kernel == "matmul/wgmma" and best.shape["K"] == LIBRARY["matmul"].sizes["K"]
+    assert best.flops == pytest.approx(2 * sizes["M"] * 4096 * best.shape["K"])
+
+
+def test_unknown_algorithm_and_style_name_the_known_ones():
+    with pytest.raises(Exception, match="known"):
+        algorithms.get_algorithm("matmull")
+    with pytest.raises(Exception, match="known"):
+        family_for("matmul", "wgmm")
+    assert resolve_gpu("h100-sxm").l2_bytes > 0
+
+
+def test_registers_past_the_cap_spill_then_refuse():
+    """A config needing a little more than 255 registers is predicted with its spill traffic (slower
+    than without); far past the cap it is refused."""
+    from iomodel import perf
+    from iomodel.api import predict
+
+    fam = family_for("matmul", "mma_sync").name
+    shape = {"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"}
+    spill = None
+    for cfg in ({"Ba": 128, "Bc": 256, "Bk": 32, "st": 2, "w": 4, "wc": 2},
+                {"Ba": 128, "Bc": 192, "Bk": 32, "st": 2, "w": 4, "wc": 2}):
+        p = predict(fam, "a100-sxm-80gb", shape, cfg)
+        if p.spilled_regs > 0:
+            spill = p
+    assert spill is not None and spill.feasible and spill.regs_per_thread == 255
+    assert 0 < spill.spilled_regs <= perf.SPILL_MAX_FRACTION * 255
+    far = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 256, "Bk": 32, "st": 2, "w": 2, "wc": 1})
+    assert not far.feasible and "registers" in far.reason

@@ -1,0 +1,119 @@
+"""The sweep's algorithm phase (``--only algorithms``) and the L2 ceiling's host side, without a GPU."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import validation.algorithms as algorithms
+from iomodel.algo_peers import ALGO_PEERS, ALGO_SIZES, algo_flops
+from iomodel.results import load_results
+from validation.algorithms import ALGORITHMS, MATMUL_SHAPES, algorithm_rows
+from validation.fake_env import FakeAlgorithms, FakeEnv
+from validation.microbench import _check_l2_sums, l2_buffer_bytes, measure_l2
+from validation.plan import DEFAULT_ONLY, ONLY_CHOICES
+from validation.sweep import SweepOptions, run_sweep
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    """The model's prediction of an algorithm: 2 ms for every matmul, none for the others."""
+    calls = []
+
+    def fake(algo, gpu_key, shape):
+        calls.append((algo, gpu_key))
+        return ({"time_s": 2e-3, "bottleneck": "tensor"}, None) if algo == "matmul" else (None, "no model yet")
+
+    monkeypatch.setattr(algorithms, "algo_prediction", fake)
+    return calls
+
+
+def test_the_rows_cover_the_issue():
+    rows = algorithm_rows()
+    matmuls = [s for k, s in rows if k == "torch_matmul"]
+    assert len(matmuls) >= 10 and len(matmuls) == len(MATMUL_SHAPES)
+    assert {"M": 8192, "N": 8192, "K": 8192, "dtype": "bf16"} in matmuls
+    assert any(s["M"] <= 128 and s["N"] >= 4096 for s in matmuls)      # skinny
+    assert any(s["N"] <= 128 and s["M"] >= 4096 for s in matmuls)      # the transposed case
+    assert any(s["K"] >= 65536 for s in matmuls)                        # K-large
+    assert {"T": 8192, "D": 4096, "V": 128256, "dtype": "bf16"} in [s for k, s in rows if k == "torch_cross_entropy"]
+    assert {"T": 16384, "D": 4096, "F": 14336, "dtype": "bf16"} in [s for k, s in rows if k == "torch_mlp"]
+    for kernel, shape in rows:   # the library diagrams' size names, and nothing else but the dtype
+        assert set(shape) == {*ALGO_SIZES[ALGO_PEERS[kernel]], "dtype"}
+    assert ALGORITHMS in ONLY_CHOICES and ALGORITHMS not in DEFAULT_ONLY   # the attention sweep is unchanged
+
+
+def test_dry_run_of_the_algorithms(spec, tmp_path, no_model):
+    out = tmp_path / "algo.json"
+    res = run_sweep(FakeEnv(spec), spec, SweepOptions(out=out, quick=True, only=(ALGORITHMS,), seed=1, dry_run=True),
+                    log=lambda m: None)
+    rows = res["rows"]
+    assert res["complete"] and res["rows_planned"] == len(rows) == len(algorithm_rows(quick=True))
+    assert {r["kernel"] for r in rows} == set(ALGO_PEERS)
+    assert all(r["ok"] and r["config"] is None and r["why"] == "peer" for r in rows)
+    for r in rows:
+        algo = ALGO_PEERS[r["kernel"]]
+        rate = FakeAlgorithms.RATE[r["kernel"]]
+        assert r["measured_tflops"] == pytest.approx(algo_flops(algo, r["shape"]) / (r["measured_ms"] / 1e3) / 1e12)
+        assert r["measured_tflops"] == pytest.approx(rate / 1e12, rel=0.02)
+        if algo == "matmul":
+            assert r["predicted_ms"] == pytest.approx(2.0) and r["predicted_bottleneck"] == "tensor"
+            assert r["predicted_tflops"] == pytest.approx(algo_flops(algo, r["shape"]) / 2e-3 / 1e12)
+        else:
+            assert r["predicted_ms"] is None and r["prediction_error"] == "no model yet"
+    assert {c[1] for c in no_model} == {spec.key}
+    (back,) = load_results(out)    # the file loads, its rows typed
+    assert [r.kernel for r in back["rows"]] == [r["kernel"] for r in rows]
+    assert json.loads(out.read_text())["calibration"]["l2_bandwidth"] > 0
+
+
+def test_failing_and_wrong_algorithm_rows_are_recorded(spec, tmp_path, no_model):
+    env = FakeEnv(spec)
+    env.fake_algorithms = FakeAlgorithms(fail=("torch_mlp",), wrong=("torch_cross_entropy",))
+    res = run_sweep(env, spec, SweepOptions(out=tmp_path / "a.json", quick=True, only=(ALGORITHMS,), seed=1,
+                                            measure_ceilings=False, dry_run=True), log=lambda m: None)
+    by = {r["kernel"]: r for r in res["rows"]}
+    assert by["torch_mlp"]["ok"] is False and "fake failure of torch_mlp" in by["torch_mlp"]["error"]
+    assert by["torch_cross_entropy"]["ok"] is False
+    assert by["torch_cross_entropy"]["error"].startswith("wrong result: max_rel_err 0.05")
+    assert by["torch_matmul"]["ok"] is True
+
+
+def test_budget_skips_algorithm_rows(spec, tmp_path, no_model):
+    res = run_sweep(FakeEnv(spec), spec, SweepOptions(out=tmp_path / "a.json", quick=True, only=(ALGORITHMS,),
+                                                      budget_s=1e-9, measure_ceilings=False, dry_run=True),
+                    log=lambda m: None)
+    assert res["rows"] and all(r["error"].startswith("skipped: time budget") for r in res["rows"])
+
+
+def test_default_run_has_no_algorithm_rows(spec, tmp_path, no_model):
+    res = run_sweep(FakeEnv(spec), spec, SweepOptions(out=tmp_path / "a.json", quick=True, seed=1,
+                                                      measure_ceilings=False, dry_run=True), log=lambda m: None)
+    assert not any(r["kernel"] in ALGO_PEERS for r in res["rows"]) and not no_model
+
+
+# --------------------------------------------------------------------------- the L2 ceiling, host side
+
+def test_l2_buffer_is_well_inside_l2():
+    assert l2_buffer_bytes(50 * 2**20) == 8 * 2**20       # H100: under a quarter of 50 MiB, capped at 8 MiB
+    assert l2_buffer_bytes(60 * 2**20) == 8 * 2**20
+    assert l2_buffer_bytes(6 * 2**20) == 1 * 2**20        # a small L2: the largest power of two <= L2 / 4
+    assert l2_buffer_bytes(40 * 2**20) == 8 * 2**20
+
+
+def test_l2_sum_check_catches_missed_words():
+    buf = np.random.default_rng(0).integers(0, 2**31, size=1024).astype(np.uint32)
+    passes = 7
+    per_thread = np.zeros(256, dtype=np.uint64)
+    per_thread[0] = (int(buf.astype(np.uint64).sum()) * passes) % 2**32
+    _check_l2_sums(np, buf, per_thread.astype(np.uint32), passes)     # every word read 7 times: passes
+    per_thread[0] -= int(buf[5])                                      # one word read once less
+    with pytest.raises(RuntimeError, match=r"^l2_read: sum of words read"):
+        _check_l2_sums(np, buf, per_thread.astype(np.uint32), passes)
+
+
+@pytest.mark.parametrize("size", [0, 8, 3 << 20])
+def test_l2_buffer_must_be_a_power_of_two(size):
+    with pytest.raises(ValueError, match="buffer_bytes must be a power of two of at least 16"):
+        measure_l2(None, 132, 50 << 20, buffer_bytes=size or 12)
