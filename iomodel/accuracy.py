@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import api, families
-from .accuracy_algos import AlgoEval, algo_eval
+from .accuracy_algos import AlgoEval, Throughput, algo_eval
 from .algo_peers import algo_of
 from .hardware import HardwareError, resolve_gpu
 from .peers import PEERS as PEER_KERNELS
@@ -99,7 +99,7 @@ class Stats:
 
 
 @dataclass
-class RowEval:
+class RowEval(Throughput):
     source: str
     device: str
     kernel: str
@@ -115,14 +115,6 @@ class RowEval:
     hbm_bytes: float | None
     prediction_source: str | None      # "recomputed", "stored" or None
     prediction_error: str | None = None
-
-    @property
-    def measured_tflops(self) -> float:
-        return self.flops / self.measured_s / 1e12
-
-    @property
-    def predicted_tflops(self) -> float | None:
-        return self.flops / self.predicted_s / 1e12 if self.predicted_s else None
 
 
 @dataclass

@@ -14,11 +14,23 @@ from typing import Callable
 from .algo_peers import algo_flops, algo_of, algo_prediction
 from .results import ResultRow
 
-__all__ = ["AlgoEval", "algo_eval"]
+__all__ = ["AlgoEval", "algo_eval", "Throughput"]
+
+
+class Throughput:
+    """TFLOP/s of a row with `flops`, `measured_s` and `predicted_s` (None without a prediction)."""
+
+    @property
+    def measured_tflops(self) -> float:
+        return self.flops / self.measured_s / 1e12
+
+    @property
+    def predicted_tflops(self) -> float | None:
+        return self.flops / self.predicted_s / 1e12 if self.predicted_s else None
 
 
 @dataclass
-class AlgoEval:
+class AlgoEval(Throughput):
     """One measured algorithm row and the model's prediction of it (None where it has none)."""
 
     source: str
@@ -32,14 +44,6 @@ class AlgoEval:
     bottleneck: str | None = None
     prediction_source: str | None = None   # "recomputed", "stored" or None
     prediction_error: str | None = None
-
-    @property
-    def measured_tflops(self) -> float:
-        return self.flops / self.measured_s / 1e12
-
-    @property
-    def predicted_tflops(self) -> float | None:
-        return self.flops / self.predicted_s / 1e12 if self.predicted_s else None
 
     @property
     def err_pct(self) -> float | None:

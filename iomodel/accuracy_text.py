@@ -143,16 +143,25 @@ def _algo_note(a) -> str:
     return (a.prediction_source or a.prediction_error or "no prediction")[:60]
 
 
+ALGO_HEADERS = ["peer", "device", "shape", "meas ms", "meas TFLOP/s", "pred ms", "pred TFLOP/s", "err",
+                "bottleneck", "note"]
+ALGO_TITLE = "Algorithms as PyTorch runs them (peers; the model's best configuration where it predicts one)"
+
+
+def algo_cells(a) -> list[str]:
+    """One algorithm row's cells (ALGO_HEADERS), for the text report and the page."""
+    return [a.kernel, a.device, shape_label(a.shape), f"{a.measured_s * 1e3:.3f}", f"{a.measured_tflops:.1f}",
+            _num(a.predicted_s * 1e3 if a.predicted_s else None), _num(a.predicted_tflops, ".1f"),
+            _pct(a.err_pct, True), a.bottleneck or "-", _algo_note(a)]
+
+
 def _algorithms(report: Report) -> list[str]:
     """PyTorch's versions of the library's algorithms: measured, and predicted where the model can."""
     if not report.algorithms:
         return []
-    rows = [[a.kernel, a.device, shape_label(a.shape), f"{a.measured_s * 1e3:.3f}", f"{a.measured_tflops:.1f}",
-             _num(a.predicted_s * 1e3 if a.predicted_s else None), _num(a.predicted_tflops, ".1f"),
-             _pct(a.err_pct, True), a.bottleneck or "-", _algo_note(a)] for a in report.algorithms]
-    return ["", "Algorithms as PyTorch runs them (peers; the model's best configuration where it predicts one):",
-            *_table(["peer", "device", "shape", "meas ms", "meas TFLOP/s", "pred ms", "pred TFLOP/s", "err",
-                     "bottleneck", "note"], rows, [False, False, False, True, True, True, True, True, False, False])]
+    rows = [algo_cells(a) for a in report.algorithms]
+    return ["", f"{ALGO_TITLE}:",
+            *_table(ALGO_HEADERS, rows, [False, False, False, True, True, True, True, True, False, False])]
 
 
 def _failures_and_notes(report: Report) -> list[str]:

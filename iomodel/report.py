@@ -375,6 +375,15 @@ def validation_html(report, spec, title: str | None = None) -> str:
         f"<h2>Roofline</h2>{roof}"
         f'<h2>Predicted vs measured</h2><div class="pair"><div class="side">{rows_t}</div>'
         f'<div class="plot">{sc_html}</div></div>'
-        f"{_failed_and_notes_html(report)}"
+        f"{_algorithms_html(report)}{_failed_and_notes_html(report)}"
     )
     return _page(title, body)
+
+
+def _algorithms_html(report) -> str:
+    """The PyTorch peers of the library's algorithms ("" when the results have none)."""
+    from .accuracy_text import ALGO_HEADERS, ALGO_TITLE, algo_cells
+
+    if not report.algorithms:
+        return ""
+    return f"<h2>{_esc(ALGO_TITLE)}</h2>" + _html_table(ALGO_HEADERS, [algo_cells(a) for a in report.algorithms])

@@ -198,3 +198,13 @@ def test_registers_past_the_cap_spill_then_refuse():
     assert 0 < spill.spilled_regs <= perf.SPILL_MAX_FRACTION * 255
     far = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 256, "Bk": 32, "st": 2, "w": 2, "wc": 1})
     assert not far.feasible and "registers" in far.reason
+
+
+@pytest.mark.slow
+def test_validation_page_shows_the_algorithm_peers(capsys, tmp_path):
+    page = tmp_path / "v.html"
+    run_file = ROOT / "validation" / "results" / "h100-sxm-2026-11-23-run1.json"
+    code, _, err = run(capsys, "validate", str(run_file), "--html", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "Algorithms as PyTorch runs them" in text and text.count("torch_matmul") >= 10
