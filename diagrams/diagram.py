@@ -30,6 +30,7 @@ class Diagram:
     staged: tuple[tuple[str, str], ...] = ()  # (array name, level) placements chosen by the user
     threads: int | None = None  # threads per block when no reg-level group fixes them
     accumulated: tuple[str, ...] = ()  # outputs added into global memory by several blocks (atomics, fp32)
+    raster_order: tuple[str, sp.Expr] | None = None  # (block-grouped axis, group): the block order (`raster`)
 
     # ---------- structure ----------
     def __post_init__(self):
@@ -265,6 +266,16 @@ class Diagram:
 
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
+
+    def raster(self, axis_name: str, group) -> "Diagram":
+        """Order the thread blocks in groups of `group` tiles of `axis_name` (a block-level group): within a
+        group that axis varies fastest, then the others, then the next group (grouped or swizzled
+        rasterization: a wave of blocks then spans `group` tiles of the axis, so the operands it shares
+        are re-read from L2, not HBM). `group` 1 is the plain order. The work and traffic are unchanged;
+        the L2 reuse model (iomodel.traffic) reads the order."""
+        if axis_name not in {p.axis_name for p in self.partitions_at("smem", "group")}:
+            raise DiagramError(f"raster {axis_name}: not grouped over thread blocks in {self.name}; group it first")
+        return self._replace(raster_order=(axis_name, size_expr(group)))
 
     def compose(self, other: "Diagram", name: str | None = None) -> "Diagram":
         """Fuse two diagrams into one kernel: outputs of self feed inputs of other by name."""

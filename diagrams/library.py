@@ -121,7 +121,7 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
 
 
 def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, warps=None, warps_c=None, unit_threads=32,
-                 **sizes) -> Diagram:
+                 raster=None, **sizes) -> Diagram:
     """Matmul with output tiles over blocks and the contraction streamed through fast memory.
     With `warps` (units of `unit_threads` threads), the block's output tile is split over them at the
     register level: `warps_c` of them along the columns (a 2-D grid of warps / warps_c rows by warps_c
@@ -129,6 +129,8 @@ def tiled_matmul(tile_a="ta", tile_c="tc", chunk_b="kb", stages=1, warps=None, w
     (the single-level model)."""
     d = matmul(**sizes).group("a", tile_a).group("c", tile_c).stream("b", chunk_b, "smem", stages=stages)
     d = d.stage("A", "smem").stage("B", "smem")
+    if raster is not None:  # blocks in groups of `raster` row tiles (grouped rasterization)
+        d = d.raster("a", raster)
     if warps is None:
         if warps_c is not None:
             raise DiagramError("tiled_matmul: warps_c splits the warps' columns; give warps too")

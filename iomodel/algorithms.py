@@ -42,7 +42,7 @@ class Algorithm:
 
 def _matmul(style, dtype):
     return library.tiled_matmul(tile_a="Ba", tile_c="Bc", chunk_b="Bk", stages="st", warps="w", warps_c="wc",
-                                unit_threads=style.unit_threads, a="M", b="K", c="N", dtype=dtype)
+                                unit_threads=style.unit_threads, raster="G", a="M", b="K", c="N", dtype=dtype)
 
 
 def _mlp(fused):

@@ -245,6 +245,19 @@ def _fragment_bytes_per_k(d: Diagram, nest: LoopNest) -> sp.Expr:
     return sp.Max(*frag) if frag else sp.Integer(0)
 
 
+def block_order(d: Diagram, nest: LoopNest) -> list[tuple[str, sp.Expr]]:
+    """The grid in launch order, outermost first (the last varies fastest, as blockIdx.x): the block-level
+    groups in the order applied; a `raster` on an axis splits it into groups (in place) and its tiles
+    within a group (fastest)."""
+    grid = [(a, nest.div(nest.sizes[a], t)) for a, t in nest.block_group.items()]
+    if d.raster_order is None:
+        return grid
+    axis_name, group = d.raster_order
+    tiles = dict(grid)[axis_name]
+    grid = [(a, nest.div(n, group) if a == axis_name else n) for a, n in grid]
+    return grid + [(axis_name, sp.Min(group, tiles))]
+
+
 def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
     """Symbolic costs of one kernel. `exact=True` assumes tiles divide sizes (readable formulas);
     `exact=False` rounds every trip count up, as hardware pads the tail tiles."""
@@ -267,7 +280,7 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         compulsory_bytes=sp.Add(*[x.nbytes() for x in d.inputs()]) + sp.Add(*[x.nbytes() for x in d.output_arrays()]),
         fragment_bytes_per_k=_fragment_bytes_per_k(d, nest), register_operand_bytes=reg_operands,
         reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span),
-        grid=[(a, nest.div(nest.sizes[a], t)) for a, t in nest.block_group.items()],
+        grid=block_order(d, nest),
         input_axes={x.name: x.axis_names for x in d.inputs()},
         input_nbytes={x.name: x.nbytes() for x in d.inputs()},
         input_passes={x.name: max([c.passes for c in d.consumers(x.name)], default=1) for x in d.inputs()})

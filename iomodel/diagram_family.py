@@ -35,6 +35,7 @@ TILE_CHOICES = (16, 32, 64, 128, 192, 256)
 COUNT_CHOICES = (1, 2, 4, 8)
 STAGE_CHOICES = (1, 2, 3, 4)
 PART_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+RASTER_CHOICES = (1, 4, 8, 16)   # block-order groups (1: the plain grid order)
 
 
 def size_symbols(prog: Program) -> set[str]:
@@ -65,6 +66,8 @@ def tile_roles(prog: Program) -> dict[str, str]:
     sizes = size_symbols(prog)
     roles: dict[str, str] = {name: "parts" for name in sorted(split_parts(prog))}
     for k in prog.kernels:
+        if k.raster_order is not None:
+            roles.update({s.name: "raster" for s in sp.sympify(k.raster_order[1]).free_symbols if s.name not in sizes})
         for p in k.partitions:
             size, stages = sp.sympify(p.size), sp.sympify(p.stages)
             for s in stages.free_symbols:
@@ -84,7 +87,8 @@ def tile_roles(prog: Program) -> dict[str, str]:
 def _choices(role: str, style: KernelStyle) -> tuple[int, ...]:
     if role == "unit-tile":
         return tuple(t for t in TILE_CHOICES if t % style.row_multiple == 0)
-    return {"tile": TILE_CHOICES, "depth": STAGE_CHOICES, "count": COUNT_CHOICES, "parts": PART_CHOICES}[role]
+    return {"tile": TILE_CHOICES, "depth": STAGE_CHOICES, "count": COUNT_CHOICES, "parts": PART_CHOICES,
+            "raster": RASTER_CHOICES}[role]
 
 
 def _partition_checks(prog: Program, fields: list[str], style: KernelStyle) -> list[tuple[str, Callable, int]]:

@@ -91,6 +91,9 @@ class _KernelWriter:
         return f"{self.fmt(elems)} x {x.dtype}, {_bytes(elems * x.itemsize, self.values)}"
 
     def block_loops(self) -> None:
+        if self.d.raster_order is not None:
+            a, group = self.d.raster_order
+            self.emit(f"# blocks run in groups of {self.fmt(group)} {a}-tiles, {a} fastest within a group (raster)")
         for p in self.d.partitions_at("smem", "group"):
             step = "" if p.size == 1 else f" step {self.fmt(p.size)}"
             name = p.axis_name if p.size == 1 else f"{p.axis_name}0"

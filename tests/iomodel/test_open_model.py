@@ -156,10 +156,10 @@ def test_gemm_pick_follows_the_hong_kung_trade_off():
 
     fam = family_for("matmul", "mma_sync").name
     shape = {"M": 8192, "N": 8192, "K": 8192, "dtype": "bf16"}
-    square = predict(fam, "a100-sxm-80gb", shape, {"Ba": 128, "Bc": 128, "Bk": 32, "st": 2, "w": 4, "wc": 2})
-    skinny = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 64, "Bk": 32, "st": 2, "w": 4, "wc": 2})
+    square = predict(fam, "a100-sxm-80gb", shape, {"Ba": 128, "Bc": 128, "Bk": 32, "st": 2, "w": 4, "wc": 2, "G": 1})
+    skinny = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 64, "Bk": 32, "st": 2, "w": 4, "wc": 2, "G": 1})
     assert square.global_bytes < skinny.global_bytes and square.time_s <= skinny.time_s
-    thin = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 16, "Bk": 32, "st": 2, "w": 4, "wc": 1})
+    thin = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 16, "Bk": 32, "st": 2, "w": 4, "wc": 1, "G": 1})
     assert thin.terms["l2"] > thin.terms["tensor"] and thin.bottleneck == "l2"
     best = search(fam, "a100-sxm-80gb", shape, top=1).ranked[0]
     assert best.terms["l2"] <= best.terms["tensor"] and best.time_s < thin.time_s
@@ -189,14 +189,14 @@ def test_registers_past_the_cap_spill_then_refuse():
     fam = family_for("matmul", "mma_sync").name
     shape = {"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"}
     spill = None
-    for cfg in ({"Ba": 128, "Bc": 256, "Bk": 32, "st": 2, "w": 4, "wc": 2},
-                {"Ba": 128, "Bc": 192, "Bk": 32, "st": 2, "w": 4, "wc": 2}):
+    for cfg in ({"Ba": 128, "Bc": 256, "Bk": 32, "st": 2, "w": 4, "wc": 2, "G": 1},
+                {"Ba": 128, "Bc": 192, "Bk": 32, "st": 2, "w": 4, "wc": 2, "G": 1}):
         p = predict(fam, "a100-sxm-80gb", shape, cfg)
         if p.spilled_regs > 0:
             spill = p
     assert spill is not None and spill.feasible and spill.regs_per_thread == 255
     assert 0 < spill.spilled_regs <= perf.SPILL_MAX_FRACTION * 255
-    far = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 256, "Bk": 32, "st": 2, "w": 2, "wc": 1})
+    far = predict(fam, "a100-sxm-80gb", shape, {"Ba": 256, "Bc": 256, "Bk": 32, "st": 2, "w": 2, "wc": 1, "G": 1})
     assert not far.feasible and "registers" in far.reason
 
 
@@ -208,3 +208,25 @@ def test_validation_page_shows_the_algorithm_peers(capsys, tmp_path):
     assert code == 0, err
     text = page.read_text()
     assert "Algorithms as PyTorch runs them" in text and text.count("torch_matmul") >= 10
+
+
+def test_raster_groups_cut_hbm_traffic_not_work():
+    """Blocks in groups of 8 row tiles: a wave spans 8 block-rows, so B (larger than L2) is re-read from HBM
+    by fewer waves; FLOPs and L2 traffic stay. The pseudocode says the order; a raster on an axis that
+    is not grouped over blocks is refused."""
+    from diagrams import library
+    from diagrams.core import DiagramError
+    from iomodel.api import predict
+    from iomodel.pseudocode import pseudocode
+
+    fam = family_for("matmul", "wgmma").name
+    shape = {"M": 16384, "N": 16384, "K": 8192, "dtype": "bf16"}
+    cfg = {"Ba": 128, "Bc": 256, "Bk": 64, "st": 3, "w": 2, "wc": 1}
+    plain = predict(fam, "h100-sxm", shape, {**cfg, "G": 1})
+    grouped = predict(fam, "h100-sxm", shape, {**cfg, "G": 8})
+    assert grouped.hbm_bytes < 0.5 * plain.hbm_bytes
+    assert grouped.global_bytes == plain.global_bytes and grouped.executed_flops == plain.executed_flops
+    d = library.tiled_matmul(warps=4, raster=8)
+    assert "groups of 8 a-tiles" in pseudocode(d)
+    with pytest.raises(DiagramError, match="not grouped"):
+        library.matmul().raster("a", 4)
