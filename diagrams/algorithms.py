@@ -209,3 +209,21 @@ def split_k_matmul(parts="sp", tile_a="Ba", tile_c="Bc", chunk_b="Bk", stages=1,
     d = d.stage("A", "smem").stage("B", "smem")
     prog = d._replace(name="split-k-matmul").split("b", parts, chunk_b, stages)
     return Program("split-k-matmul", prog.kernels)
+
+
+def cross_entropy_split(parts="sp", block_t="Bt", chunk_v="Bv", chunk_d="Bd", warps="w", stages=2, unit_threads=32,
+                        dtype="bf16", tokens="T", model="D", vocab="V") -> Program:
+    """Cross-entropy with the vocabulary split over `parts` blocks (as `cross_entropy`, plus a split of v):
+    each block folds the log-sum-exp of its part of the vocabulary for `block_t` tokens and writes it; a
+    combine kernel merges the parts' LSEs and subtracts the target logit. More blocks for few tokens,
+    each reading 1/parts of W."""
+    t, d = axis("t", tokens), axis("d", model)
+    H, Wt = Array("H", (t, d), dtype), Array("Wt", (t, d), dtype)
+    target = Diagram("target-logit", (Contraction("target=H.Wt", (H, Wt), Array("target", (t,), "fp32")),),
+                     ("target",)).group("t", block_t)
+    lse = cross_entropy_loss(tokens, model, vocab, dtype).online_logsumexp()
+    lse = lse.group("t", block_t).group("t", _per(block_t, warps), "reg", unit_threads=unit_threads)
+    lse = lse.stage("H", "smem").stage("W", "smem")
+    partial, combine = lse._replace(name="cross-entropy").split("v", parts, chunk_v, stages).kernels
+    partial = partial.stream("d", chunk_d, "smem", stages=stages)
+    return Program("cross-entropy-split", (target, partial, combine))

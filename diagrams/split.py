@@ -101,10 +101,16 @@ def _combine_ops(orig: Op, partial: Op, rule: str) -> tuple[Op, ...]:
     return ops
 
 
+COMBINE_THREADS = 128
+
+
 def _combine_kernel(d: Diagram, ops: tuple[Op, ...], outputs: tuple[str, ...]) -> Diagram:
-    """One block per row of the first output (every axis but its last grouped by one), all parts at once."""
-    k = Diagram(f"{d.name}-combine", ops, outputs, threads=128)
+    """One block per row of the first output (every axis but its last grouped by one), all parts at once;
+    a one-axis output (a loss per token) in blocks of COMBINE_THREADS elements, one a thread."""
+    k = Diagram(f"{d.name}-combine", ops, outputs, threads=COMBINE_THREADS)
     first = k.output_arrays()[0]
+    if len(first.axes) == 1:
+        return k.group(first.axis_names[0], COMBINE_THREADS)
     for a in first.axis_names[:-1]:
         k = k.group(a, 1)
     return k
@@ -123,22 +129,19 @@ def split(d: Diagram, axis_name: str, parts, chunk=None, stages=1, level: str = 
     if not folds:
         raise DiagramError(f"split {axis_name}: no operation of {d.name} folds {axis_name}; group it instead")
     atomic = combine == "atomic"
-    for op in folds:
-        if d.consumers(op.output.name):
-            raise DiagramError(f"split {axis_name}: '{op.output.name}' (folded by '{op.name}') is consumed inside "
-                               f"the kernel by '{d.consumers(op.output.name)[0].name}'; only folds whose result leaves the kernel "
-                               f"can be split (a softmax needs online_softmax first)")
-        if atomic and rules[op.name] != "sum":
-            raise DiagramError(f"split {axis_name}: atomic combine needs a sum; '{op.name}' merges by {rules[op.name]}")
+    after = _after_folds(d, folds, axis_name)
+    _check_folds(d, folds, after, rules, atomic, axis_name)
 
     def reshape(x: Array) -> Array:
         axes = [a for b in x.axes for a in ((parts_axis, inner) if b.name == axis_name else (b,))]
         return dataclasses.replace(x, axes=tuple(axes))
 
-    ops = {op.name: op for op in map_arrays(d.ops, reshape)}
+    moved = {op.name for op in after}
+    ops = {op.name: op for op in map_arrays(d.ops, reshape) if op.name not in moved}
     partial_ops = {n: _partial_op(op, rules[n], parts_axis, atomic) for n, op in ops.items()}
     renamed = {x.name: y.name for op in folds for x, y in zip(op.results(), partial_ops[op.name].results())}
-    outputs = tuple(dict.fromkeys([renamed.get(o, o) for o in d.outputs] +
+    later = {op.output.name for op in after}
+    outputs = tuple(dict.fromkeys([renamed.get(o, o) for o in d.outputs if o not in later] +
                                   [x.name for op in folds for x in partial_ops[op.name].results()]))
     kernel = dataclasses.replace(d, name=f"{d.name}-partial", ops=tuple(partial_ops.values()), outputs=outputs)
     kernel = kernel.group(PARTS, 1).stream(axis_name, inner.size if chunk is None else chunk, level, stages)
@@ -147,5 +150,36 @@ def split(d: Diagram, axis_name: str, parts, chunk=None, stages=1, level: str = 
             kernel = kernel.accumulate_global(op.output.name)
         return Program(f"{d.name}-split-{axis_name}", (kernel,))  # the output is zeroed beforehand (not counted)
     merge = tuple(o for op in folds for o in _combine_ops(op, partial_ops[op.name], rules[op.name]))
-    finals = tuple(x.name for op in folds for x in op.results() if x.name in d.outputs or x is op.output)
-    return Program(f"{d.name}-split-{axis_name}", (kernel, _combine_kernel(d, merge, finals)))
+    used = {x.name for op in after for x in op.inputs}
+    finals = tuple(x.name for op in folds for x in op.results()
+                   if x.name in d.outputs or (x is op.output and x.name not in used))
+    finals += tuple(o for o in d.outputs if o in later)
+    return Program(f"{d.name}-split-{axis_name}", (kernel, _combine_kernel(d, merge + tuple(after), finals)))
+
+
+def _after_folds(d: Diagram, folds: list[Op], axis_name: str) -> list[Op]:
+    """The operations that use a fold's result and no longer carry the split axis (a loss's `lse - target`):
+    they move to the combine kernel, after the merge. One that still runs over the axis stays and is
+    refused by `_check_folds`."""
+    ready = {x.name for op in folds for x in op.results()}
+    after = []
+    for op in d.ordered_ops():
+        if op in folds or not any(x.name in ready for x in op.inputs):
+            continue
+        if axis_name in {a.name for a in op.iteration_axes()}:
+            continue
+        after.append(op)
+        ready.add(op.output.name)
+    return after
+
+
+def _check_folds(d: Diagram, folds: list[Op], after: list[Op], rules, atomic: bool, axis_name: str) -> None:
+    for op in folds:
+        users = [c for c in d.consumers(op.output.name) if c not in after]
+        if users:
+            raise DiagramError(f"split {axis_name}: '{op.output.name}' (folded by '{op.name}') is consumed inside "
+                               f"the kernel by '{users[0].name}'; only folds whose result leaves the kernel, or "
+                               f"feeds operations off the axis, can be split (a softmax needs online_softmax first)")
+        if atomic and (rules[op.name] != "sum" or after):
+            raise DiagramError(f"split {axis_name}: atomic combine needs a sum with nothing after it; "
+                               f"'{op.name}' merges by {rules[op.name]}")

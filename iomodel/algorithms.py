@@ -83,7 +83,10 @@ LIBRARY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("rmsnorm-matmul", "Y = rmsnorm(X).W, the row scale moved past the contraction",
               _units(library.rmsnorm_matmul), {**LLM, "N": 4096}),
     Algorithm("cross-entropy", "loss = logsumexp(H.W) - target logit, the vocabulary streamed (online LSE)",
-              _units(library.cross_entropy), {"T": 8192, "D": 4096, "V": 128256}),
+              _units(library.cross_entropy), {"T": 8192, "D": 4096, "V": 128256}, variants=("cross-entropy-split",)),
+    Algorithm("cross-entropy-split", "cross-entropy with the vocabulary split over blocks, the parts' LSEs merged "
+              "by a second kernel", _units(library.cross_entropy_split), {"T": 8192, "D": 4096, "V": 128256},
+              variants=("cross-entropy",)),
     Algorithm("chained-matmul", "E = (A.B).C fused, the intermediate in registers",
               _units(library.chained_matmul), {"M": 16384, "K": 128, "N": 16384, "P": 128}),
     Algorithm("sliding-window-attention", "FlashAttention forward, causal with a window of W keys",

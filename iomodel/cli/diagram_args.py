@@ -14,7 +14,8 @@ from ..boundary import UsageError
 STYLE_NAMES = ("mma_sync", "wgmma")   # iomodel.styles.STYLES, without importing the model
 # the library's algorithms (iomodel.algorithms.LIBRARY; a test keeps the two the same)
 DIAGRAM_ALGOS = ("matmul", "matmul-split-k", "mlp", "mlp-unfused", "rmsnorm-matmul", "cross-entropy",
-                 "chained-matmul", "sliding-window-attention", "attention-split-kv", "attention-backward")
+                 "cross-entropy-split", "chained-matmul", "sliding-window-attention", "attention-split-kv",
+                 "attention-backward")
 USER_ALGO = "diagram"   # what --algo becomes with --diagram
 # size flag (its dest) -> the size symbol it sets, per algorithm
 _ATTENTION = {"batch": "B", "heads": "H", "seqlen": "N", "kv_seqlen": "M", "head_dim": "d"}

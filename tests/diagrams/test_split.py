@@ -107,9 +107,17 @@ def test_split_max_and_errors():
         rowmax.split("n", 2)
     with pytest.raises(DiagramError, match="consumed inside the kernel by 'exp'.*online_softmax"):
         library.attention().split("m", 4, "Bc")   # softmax needs its online rewrite first
+    # an operation off the split axis that uses the fold's result moves to the combine kernel, after the merge
     scaled = Diagram("s", rowmax.ops + (Map("neg", (rowmax.ops[0].output,), Array("Z", (n,), "fp32")),), ("Z",))
-    with pytest.raises(DiagramError, match="consumed inside the kernel"):
-        scaled.split("m", 2)
+    part, comb = scaled.split("m", 2).kernels
+    assert [op.name for op in comb.ordered_ops()] == ["max_parts:Y", "neg"] and comb.outputs == ("Z",)
+    assert "neg" not in {op.name for op in part.ops} and part.outputs == ("Y_part",)
+    over_m = Diagram("t", rowmax.ops + (Map("sub", (x, rowmax.ops[0].output), Array("Z", (n, m), "fp32")),), ("Z",))
+    with pytest.raises(DiagramError, match="consumed inside the kernel by 'sub'"):
+        over_m.split("m", 2)
+    with pytest.raises(DiagramError, match="nothing after it"):
+        Diagram("u", (Reduce("sum_m", (x,), Array("Y", (n,), "fp32"), axis_name="m"),
+                      Map("neg", (Array("Y", (n,), "fp32"),), Array("Z", (n,), "fp32"))), ("Z",)).split("m", 2, combine="atomic")
 
 
 def _run(d: Diagram, env: dict) -> dict:
