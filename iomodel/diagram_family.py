@@ -2,11 +2,13 @@
 
 Nothing here knows an algorithm. From the diagram (or program) it reads:
 
-* the size symbols (free symbols of the axes' sizes): the shape's fields;
+* the size symbols (free symbols of the sizes of the program's inputs' and final outputs' axes, and of
+  the masks' bounds): the shape's fields;
 * the tile parameters (every other free symbol of the relabelings): the config's fields, each with a
   role read off where it appears. A symbol that is a group's or stream's size by itself is a tile; one
-  that is a stream's stage count is a depth; one that divides a size (``Br / w``) is a count (units or
-  parts). The candidate values of each role come from the style's instruction shapes;
+  that is a stream's stage count is a depth; one that divides a tile (``Br / w``) is a count of units;
+  one that divides an axis's size (``M / sp`` after a split) counts parts; a raster's group is a
+  block-order group. The candidate values of each role come from the style's instruction shapes;
 * the build check of a config: every tile a positive integer, a register-level unit's rows a multiple
   of the instruction's m (16 for mma.sync, 64 for a wgmma warpgroup), its other axes of the
   instruction's n granularity, a streamed chunk of a contracted axis a multiple of its k;
@@ -62,7 +64,7 @@ def _contracted(d: Diagram) -> set[str]:
 
 
 def tile_roles(prog: Program) -> dict[str, str]:
-    """Tile symbol -> role (tile, unit-tile, depth, count, parts), in first-seen order."""
+    """Tile symbol -> role (tile, unit-tile, depth, count, parts, raster), in first-seen order."""
     sizes = size_symbols(prog)
     roles: dict[str, str] = {name: "parts" for name in sorted(split_parts(prog))}
     for k in prog.kernels:
