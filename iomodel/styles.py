@@ -16,7 +16,6 @@ predicted as if its code were written like them.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from .errors import ModelError
@@ -33,9 +32,6 @@ class KernelStyle:
     row_multiple: int          # a unit's tile along the first register-level axis (the instruction's m)
     col_multiple: int          # along other register-level axes (the instruction's n granularity)
     k_multiple: int            # a streamed chunk of a contracted axis (the instruction's k)
-
-    def plan_for(self, dtype: str) -> ExecutionPlan:
-        return dataclasses.replace(self.plan, dtype=dtype)
 
 
 MMA_SYNC = KernelStyle(
