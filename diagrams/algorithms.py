@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .core import Array, Contraction, DiagramError, Map, Op, Reduce, axis, product, size_expr
 from .diagram import Diagram, Program
+from .numeric import EXP_SUB, GELU, LOG_ADD, SOFTMAX_GRAD, SQUARE, SUB
 
 GELU_COSTS = (("fp32", 8), ("exp", 1))  # tanh form: the cubic, the scale, tanh from one exp, 0.5 x (1 + t)
 
@@ -49,7 +50,7 @@ def _mlp_arrays(tokens, model, hidden, dtype):
     t, d, f, e = axis("t", tokens), axis("d", model), axis("f", hidden), axis("e", model)
     X, W1, W2 = Array("X", (t, d), dtype), Array("W1", (d, f), dtype), Array("W2", (f, e), dtype)
     H, G, Y = Array("H", (t, f), "fp32"), Array("G", (t, f), dtype), Array("Y", (t, e), dtype)
-    return (Contraction("H=X.W1", (X, W1), H), Map("gelu", (H,), G, costs=GELU_COSTS, formula="gelu"),
+    return (Contraction("H=X.W1", (X, W1), H), Map("gelu", (H,), G, costs=GELU_COSTS, formula="gelu", **GELU),
             Contraction("Y=G.W2", (G, W2), Y))
 
 
@@ -88,7 +89,7 @@ def rmsnorm_then_matmul(tokens="T", model="D", out="N", dtype="bf16") -> Diagram
     X, g, W = Array("X", (t, d), dtype), Array("g", (d,), dtype), Array("W", (d, n), dtype)
     sq, ms, r = Array("X2", (t, d), "fp32"), Array("ms", (t,), "fp32"), Array("r", (t,), "fp32")
     Xn, Y = Array("Xn", (t, d), dtype), Array("Y", (t, n), dtype)
-    ops = (Map("square", (X,), sq, formula="x*x"),
+    ops = (Map("square", (X,), sq, formula="x*x", **SQUARE),
            Reduce("sum_d", (sq,), ms, axis_name="d", combine="sum"),
            Map("rsqrt", (ms,), r, costs=(("fp32", 2), ("exp", 1)), formula="rsqrt(ms/D + eps)"),
            product("normalize", (X, g, r), Xn),
@@ -116,9 +117,9 @@ def logsumexp_ops(x: Array, over: str, out_name: str) -> tuple[Op, ...]:
     mx, ex = Array(f"{out_name}_rowmax", rows, "fp32"), Array(f"{out_name}_exp", x.axes, "fp32")
     sm, out = Array(f"{out_name}_rowsum", rows, "fp32"), Array(out_name, rows, "fp32")
     return (Reduce(f"max_{over}", (x,), mx, tag=tag, axis_name=over, combine="max"),
-            Map("exp", (x, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)), formula="exp(x - max)"),
+            Map("exp", (x, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)), formula="exp(x - max)", **EXP_SUB),
             Reduce(f"sum_{over}", (ex,), sm, tag=tag, axis_name=over, combine="sum"),
-            Map("log", (sm, mx), out, tag=tag, costs=(("fp32", 1), ("exp", 1)), formula="log(sum) + max"))
+            Map("log", (sm, mx), out, tag=tag, costs=(("fp32", 1), ("exp", 1)), formula="log(sum) + max", **LOG_ADD))
 
 
 def cross_entropy_loss(tokens="T", model="D", vocab="V", dtype="bf16") -> Diagram:
@@ -127,7 +128,7 @@ def cross_entropy_loss(tokens="T", model="D", vocab="V", dtype="bf16") -> Diagra
     H, W = Array("H", (t, d), dtype), Array("W", (d, v), dtype)
     logits, target, loss = Array("logits", (t, v), "fp32"), Array("target", (t,), "fp32"), Array("loss", (t,), "fp32")
     ops = ((Contraction("logits=H.W", (H, W), logits),) + logsumexp_ops(logits, "v", "lse")
-           + (Map("loss", (Array("lse", (t,), "fp32"), target), loss, formula="lse - target"),))
+           + (Map("loss", (Array("lse", (t,), "fp32"), target), loss, formula="lse - target", **SUB),))
     return Diagram("cross-entropy", ops, ("loss",))
 
 
@@ -162,10 +163,10 @@ def _backward_ops(batch, heads, seqlen, kv_seqlen, head_dim, dtype):
     P, dS = Array("P", (b, h, n, m), dtype), Array("dS", (b, h, n, m), dtype)
     dQ, dK, dV = Array("dQ", (b, h, n, d), "fp32"), Array("dK", (b, h, m, d), dtype), Array("dV", (b, h, m, d), dtype)
     return (Contraction("S=Q.K", (Q, K), S),
-            Map("P", (S, lse), P, costs=(("fp32", 1), ("exp", 1)), formula="exp(scale*s - lse)"),
+            Map("P", (S, lse), P, costs=(("fp32", 1), ("exp", 1)), formula="exp(scale*s - lse)", **EXP_SUB),
             Contraction("dV=P.dO", (P, dO), dV),
             Contraction("dP=dO.V", (dO, V), dP),
-            Map("dS", (P, dP, delta), dS, costs=(("fp32", 2),), formula="p*(dp - D)*scale"),
+            Map("dS", (P, dP, delta), dS, costs=(("fp32", 2),), formula="p*(dp - D)*scale", **SOFTMAX_GRAD),
             Contraction("dK=dS.Q", (dS, Q), dK),
             Contraction("dQ=dS.K", (dS, K), dQ))
 

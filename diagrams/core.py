@@ -9,7 +9,7 @@ its primitive: the derivation only multiplies rules by iteration counts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import sympy as sp
 
@@ -171,15 +171,21 @@ class Contraction(Op):
 
 @dataclass(frozen=True)
 class Map(Op):
-    """Elementwise: `costs` gives operations per output element on each unit."""
+    """Elementwise: `costs` gives operations per output element on each unit. Its numeric meaning, when
+    declared: `fn(*inputs)` (numpy, the inputs broadcast over the output's axes) and `grads`, one function
+    per input: `grads[i](*inputs)` is d output / d input i, elementwise (`diagrams.numeric` has the library's)."""
     costs: tuple[tuple[str, int], ...] = (("fp32", 1),)
     formula: str = ""
+    fn: Callable | None = field(default=None, repr=False)
+    grads: tuple[Callable, ...] | None = field(default=None, repr=False)
     kind = "map"
 
     def __post_init__(self):
         for unit, _ in self.costs:
             if unit not in UNITS:
                 raise DiagramError(f"map {self.name}: unknown unit {unit!r}; known: {UNITS}")
+        if self.grads is not None and len(self.grads) != len(self.inputs):
+            raise DiagramError(f"map {self.name}: {len(self.grads)} grads for {len(self.inputs)} inputs")
         out = set(self.output.axis_names)
         for x in self.inputs:
             extra = set(x.axis_names) - out
@@ -191,6 +197,18 @@ class Map(Op):
 
     def describe(self):
         return self.formula or "map"
+
+    def value(self, *xs):
+        """The map's numeric value on numpy inputs (broadcast against each other)."""
+        if self.fn is None:
+            raise DiagramError(f"map {self.name} ({self.describe()}): no numeric definition; declare it with fn=")
+        return self.fn(*xs)
+
+    def partial(self, i: int, *xs):
+        """d output / d input `i`, elementwise, on numpy inputs."""
+        if self.grads is None:
+            raise DiagramError(f"map {self.name} ({self.describe()}): no derivative; declare it with grads=")
+        return self.grads[i](*xs)
 
 
 @dataclass(frozen=True)
@@ -299,6 +317,15 @@ class Product(Map):
     """Elementwise product of the inputs (a scale, a gain, a gate). Being linear in each factor, a factor
     constant along a contracted axis can move past the contraction (`Diagram.defer_scales`)."""
     kind = "product"
+
+    def value(self, *xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out * x
+        return out
+
+    def partial(self, i: int, *xs):
+        return Product.value(self, *(x for j, x in enumerate(xs) if j != i)) if len(xs) > 1 else 1.0
 
 
 def product(name: str, inputs: tuple[Array, ...], output: Array, tag: str = "") -> Product:

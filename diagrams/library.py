@@ -9,6 +9,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .core import Array, Contraction, DiagramError, Map, Reduce, axis, size_expr
+from .numeric import DIV, EXP_SUB
 from .diagram import Diagram, Program
 
 
@@ -33,9 +34,9 @@ def softmax_ops(scores: Array, over: str, out_name: str, out_dtype: str, scale: 
         Reduce(f"max_{over}", (scores,), mx, tag=tag, axis_name=over, combine="max"),
         # exp2((s - max) * scale*log2e): one FMA and one ex2 per score
         Map("exp", (scores, mx), ex, tag=tag, costs=(("fp32", 1), ("exp", 1)),
-            formula="exp(scale*(s - max))" if scale else "exp(s - max)"),
+            formula="exp(scale*(s - max))" if scale else "exp(s - max)", **EXP_SUB),
         Reduce(f"sum_{over}", (ex,), sm, tag=tag, axis_name=over, combine="sum"),
-        Map("normalize", (ex, sm), pr, tag=tag, costs=(("fp32", 1),), formula="e / sum"),
+        Map("normalize", (ex, sm), pr, tag=tag, costs=(("fp32", 1),), formula="e / sum", **DIV),
     )
 
 

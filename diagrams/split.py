@@ -25,6 +25,7 @@ import sympy as sp
 
 from .core import Array, Contraction, DiagramError, Map, NormalizedContraction, Op, Reduce, axis, size_expr
 from .diagram import Diagram, Program, map_arrays
+from .numeric import MAX_LOG
 
 PARTS = "parts"
 
@@ -91,13 +92,13 @@ def _combine_ops(orig: Op, partial: Op, rule: str) -> tuple[Op, ...]:
     if rule == "logsumexp":
         w = weights(part)[:3]   # max, exp(x - max), sum
         return w + (Map(f"lse_{PARTS}:{name}", (w[0].output, w[2].output), final, costs=lse_cost,
-                        formula="max + log(sum)"),)
+                        formula="max + log(sum)", **MAX_LOG),)
     lse_part = partial.results()[1]
     w = weights(lse_part)  # exp(lse_p - max) / sum = exp(lse_p - lse)
     ops = w + (Contraction(f"merge_{PARTS}:{name}", (w[3].output, part), final),)
     if orig.lse:
         ops += (Map(f"lse_{PARTS}:{name}", (w[0].output, w[2].output), orig.results()[1], costs=lse_cost,
-                    formula="max + log(sum)"),)
+                    formula="max + log(sum)", **MAX_LOG),)
     return ops
 
 

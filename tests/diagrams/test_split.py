@@ -8,6 +8,7 @@ import sympy as sp
 from diagrams import library
 from diagrams.core import Array, DiagramError, Map, Reduce, axis
 from diagrams.diagram import Diagram
+from diagrams.evaluate import evaluate
 from iomodel.derive import derive
 from iomodel.pseudocode import pseudocode
 from iomodel.symbolic import sym
@@ -120,29 +121,6 @@ def test_split_max_and_errors():
                       Map("neg", (Array("Y", (n,), "fp32"),), Array("Z", (n,), "fp32"))), ("Z",)).split("m", 2, combine="atomic")
 
 
-def _run(d: Diagram, env: dict) -> dict:
-    """Evaluate a diagram on numpy arrays, (values, axis names) per array: the ops' meaning, not their cost."""
-    def align(val, axes, to):
-        arr = np.transpose(val, [axes.index(a) for a in to if a in axes])
-        return arr.reshape([arr.shape[[a for a in to if a in axes].index(a)] if a in axes else 1 for a in to])
-
-    formulas = {"exp(s - max)": lambda s, mx: np.exp(s - mx), "e / sum": lambda e, sm: e / sm,
-                "max + log(sum)": lambda mx, sm: mx + np.log(sm)}
-    for op in d.ordered_ops():
-        ins, to = [env[x.name] for x in op.inputs], op.output.axis_names
-        if op.kind == "reduce":
-            val, axes = ins[0]
-            red = (np.max if op.combine == "max" else np.sum)(val, axis=axes.index(op.axis_name))
-            env[op.output.name] = (align(red, tuple(a for a in axes if a != op.axis_name), to), to)
-        elif op.kind == "contraction":
-            letters = {a: chr(97 + i) for i, a in enumerate(a.name for a in op.iteration_axes())}
-            spec = ",".join("".join(letters[a] for a in ax) for _, ax in ins) + "->" + "".join(letters[a] for a in to)
-            env[op.output.name] = (np.einsum(spec, *[v for v, _ in ins]), to)
-        else:
-            env[op.output.name] = (formulas[op.formula](*[align(v, ax, to) for v, ax in ins]), to)
-    return env
-
-
 def test_derived_lse_merge_computes_attention():
     """The combine kernel read off the normalized contraction merges per-part outputs by their LSEs into
     exactly softmax(q K^T) V: run it on numbers."""
@@ -159,11 +137,12 @@ def test_derived_lse_merge_computes_attention():
         lse_parts.append(np.log(np.exp(sp_).sum(1)))
     combine = prog.kernels[1]
     arrays = combine.arrays()
-    env = {"O_part": (np.stack(o_parts).reshape(parts, 1, 1, 2, 1, d_), arrays["O_part"].axis_names),
-           "O_lse_part": (np.stack(lse_parts, -1).reshape(1, 1, 2, 1, parts), arrays["O_lse_part"].axis_names)}
-    out, axes = _run(combine, env)["O"]
+    assert arrays["O_part"].axis_names == ("parts", "b", "hk", "g", "n", "d")
+    assert arrays["O_lse_part"].axis_names == ("b", "hk", "g", "n", "parts")
+    out = evaluate(combine, {"O_part": np.stack(o_parts).reshape(parts, 1, 1, 2, 1, d_),
+                             "O_lse_part": np.stack(lse_parts, -1).reshape(1, 1, 2, 1, parts)})["O"]
     ref = np.exp(s - s.max(1, keepdims=True)) / np.exp(s - s.max(1, keepdims=True)).sum(1, keepdims=True) @ v
-    assert axes == ("b", "hk", "g", "n", "d")
+    assert arrays["O"].axis_names == ("b", "hk", "g", "n", "d")
     np.testing.assert_allclose(out.reshape(2, d_), ref, rtol=1e-10)
 
 
