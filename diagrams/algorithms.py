@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .core import Array, Contraction, DiagramError, Map, Op, Reduce, axis, product, size_expr
 from .diagram import Diagram, Program
-from .numeric import EXP_SUB, GELU, LOG_ADD, SOFTMAX_GRAD, SQUARE, SUB
+from .numeric import EXP_SUB, GELU, LOG_ADD, SQUARE, SUB
 
 GELU_COSTS = (("fp32", 8), ("exp", 1))  # tanh form: the cubic, the scale, tanh from one exp, 0.5 x (1 + t)
 
@@ -151,48 +151,6 @@ def cross_entropy(block_t="Bt", chunk_v="Bv", chunk_d="Bd", warps="w", stages=2,
     loss = _kernel("cross-entropy", lse.ops, lse.outputs, [("t", block_t)], [("v", chunk_v), ("d", chunk_d)], stages,
                    [("t", _per(block_t, warps))], unit_threads, ("H", "W"))
     return Program("cross-entropy", (target, loss))
-
-
-def _backward_ops(batch, heads, seqlen, kv_seqlen, head_dim, dtype):
-    """The backward pass of attention for one (K, V) tile, recomputing the probabilities from the saved LSE."""
-    b, h, n, m, d = axis("b", batch), axis("h", heads), axis("n", seqlen), axis("m", kv_seqlen), axis("d", head_dim)
-    Q, dO = Array("Q", (b, h, n, d), dtype), Array("dO", (b, h, n, d), dtype)
-    K, V = Array("K", (b, h, m, d), dtype), Array("V", (b, h, m, d), dtype)
-    lse, delta = Array("LSE", (b, h, n), "fp32"), Array("Dvec", (b, h, n), "fp32")
-    S, dP = Array("S", (b, h, n, m), "fp32"), Array("dP", (b, h, n, m), "fp32")
-    P, dS = Array("P", (b, h, n, m), dtype), Array("dS", (b, h, n, m), dtype)
-    dQ, dK, dV = Array("dQ", (b, h, n, d), "fp32"), Array("dK", (b, h, m, d), dtype), Array("dV", (b, h, m, d), dtype)
-    return (Contraction("S=Q.K", (Q, K), S),
-            Map("P", (S, lse), P, costs=(("fp32", 1), ("exp", 1)), formula="exp(scale*s - lse)", **EXP_SUB),
-            Contraction("dV=P.dO", (P, dO), dV),
-            Contraction("dP=dO.V", (dO, V), dP),
-            Map("dS", (P, dP, delta), dS, costs=(("fp32", 2),), formula="p*(dp - D)*scale", **SOFTMAX_GRAD),
-            Contraction("dK=dS.Q", (dS, Q), dK),
-            Contraction("dQ=dS.K", (dS, K), dQ))
-
-
-def attention_backward(block_n="Br", block_m="Bc", warps="w", stages=2, unit_threads=32, dtype="bf16",
-                       batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d") -> Program:
-    """FlashAttention-2's backward pass as a program of two kernels.
-
-    1. `attention-backward-dot`: Dvec[b, h, n] = sum_d dO * O (blocks of `block_n` query rows).
-    2. `attention-backward`: blocks own (batch, head, a `block_m` tile of keys and values); the query rows
-    stream in chunks of `block_n` through SMEM (Q, dO, LSE, Dvec); each chunk recomputes S = Q K^T and
-    P = exp(scale S - LSE), then dV += P^T dO, dP = dO V^T, dS = P (dP - Dvec), dK += dS^T Q in registers,
-    and dQ += dS K is added into global memory in fp32 by every block (`accumulate_global`: read-modify-
-    write). The keys of a block split over `warps` units. The final scaling of dK and the conversion of
-    dQ to the input dtype are left out."""
-    b, h, n, d = axis("b", batch), axis("h", heads), axis("n", seqlen), axis("d", head_dim)
-    dO, O = Array("dO", (b, h, n, d), dtype), Array("O", (b, h, n, d), dtype)
-    prod, delta = Array("dO_O", (b, h, n, d), "fp32"), Array("Dvec", (b, h, n), "fp32")
-    dot = _kernel("attention-backward-dot", (product("dO_O", (dO, O), prod),
-                                             Reduce("sum_d", (prod,), delta, axis_name="d", combine="sum")),
-                  ("Dvec",), [("b", 1), ("h", 1), ("n", block_n)], [], stages, [], unit_threads, ())
-    ops = _backward_ops(batch, heads, seqlen, kv_seqlen, head_dim, dtype)
-    main = _kernel("attention-backward", ops, ("dQ", "dK", "dV"), [("b", 1), ("h", 1), ("m", block_m)],
-                   [("n", block_n)], stages, [("m", _per(block_m, warps))], unit_threads,
-                   ("Q", "dO", "LSE", "Dvec", "K", "V")).accumulate_global("dQ")
-    return Program("attention-backward", (dot, main))
 
 
 def split_k_matmul(parts="sp", tile_a="Ba", tile_c="Bc", chunk_b="Bk", stages=1, warps="w", warps_c="wc",

@@ -198,5 +198,6 @@ def attention_split_kv(parts="sp", block_n="Bc", stages=2, unit_threads=32, head
 
 
 # more algorithms (their own module keeps this one short); imported last: they build on the primitives above
-from .algorithms import (attention_backward, chained_matmul, cross_entropy, mlp, rmsnorm_matmul,  # noqa: E402,F401
+from .algorithms import (chained_matmul, cross_entropy, mlp, rmsnorm_matmul,  # noqa: E402,F401
                          cross_entropy_split, rmsnorm_then_matmul, split_k_matmul)
+from .backward import attention_backward, attention_backward_deterministic  # noqa: E402,F401

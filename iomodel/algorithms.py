@@ -70,6 +70,7 @@ def _split_kv(style, dtype):
 
 
 LLM = {"T": 16384, "D": 4096}
+BACKWARD = {"B": 4, "H": 16, "N": 4096, "M": 4096, "d": 128}   # non-GQA, not causal
 LIBRARY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("matmul", "C = A.B, output tiles over blocks, K streamed, a 2-D grid of units", _matmul,
               {"M": 8192, "N": 8192, "K": 8192}, variants=("matmul-split-k",)),
@@ -94,7 +95,10 @@ LIBRARY: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("attention-split-kv", "decode attention split over the keys, parts merged by LSE", _split_kv,
               {"B": 1, "Hk": 8, "g": 4, "N": 1, "M": 32768, "d": 128}),
     Algorithm("attention-backward", "FlashAttention-2 backward: K/V tiles own blocks, dQ accumulated atomically",
-              _units(library.attention_backward), {"B": 4, "H": 16, "N": 4096, "M": 4096, "d": 128}),
+              _units(library.attention_backward), BACKWARD, variants=("attention-backward-deterministic",)),
+    Algorithm("attention-backward-deterministic", "attention backward without atomics: dK/dV by key tiles, then "
+              "dQ by query tiles (S, P, dP recomputed)", _units(library.attention_backward_deterministic), BACKWARD,
+              variants=("attention-backward",)),
 )}
 
 

@@ -225,7 +225,7 @@ class _Body:
         loop, ind = self.open.pop()
         self.w.ind = ind
         for s in self.steps[first:last + 1]:
-            if loop in s.folds:
+            if s.folds and loop == min(s.folds):   # folded over several loops: done after the outermost
                 self.w.finalize(s.op)
         self.flush_stores()
 
@@ -234,7 +234,7 @@ class _Body:
         loop = len(self.open)
         start, end = run_of(self.steps, i, loop)
         for s in self.steps[i:end + 1]:
-            if loop in s.folds:
+            if s.folds and loop == min(s.folds):   # one init before the outermost loop it folds
                 self.w.init_lines(s.op)
         self.open.append((loop, self.w.ind))
         self.w.open_stream(self.w.nest.block_streams[loop])
