@@ -41,6 +41,15 @@ def _parse_only(text: str) -> tuple[str, ...]:
     return parts
 
 
+def _parse_algo_peers(text: str) -> tuple[str, ...]:
+    from iomodel.algo_peers import ALGO_PEERS
+
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not parts or any(p not in ALGO_PEERS for p in parts):
+        raise argparse.ArgumentTypeError(f"takes a comma list of {', '.join(ALGO_PEERS)}; got {text!r}")
+    return parts
+
+
 MAX_ROUNDS = 100   # each round times every row of a shape once more: beyond this a run never ends
 
 
@@ -93,7 +102,10 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--quick", action="store_true", help="two shapes only, shorter ceilings")
     r.add_argument("--only", type=_parse_only, default=DEFAULT_ONLY, metavar="LIST",
                    help=f"comma list of {','.join(ONLY_CHOICES)} (default: {','.join(DEFAULT_ONLY)}, the "
-                        "attention sweep; algorithms: torch.matmul, cross-entropy and an MLP as PyTorch runs them)")
+                        "attention sweep; algorithms: torch.matmul, cross-entropy, an MLP and the attention "
+                        "backward as PyTorch runs them)")
+    r.add_argument("--algo-peers", type=_parse_algo_peers, default=None, metavar="LIST",
+                   help="with --only algorithms: run only these peers' rows (comma list; default: all)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")
@@ -142,6 +154,8 @@ def _check_options(args) -> None:
         raise UsageError("--calibration not used without --no-ceilings (a run measures its own ceilings)")
     if args.calibration == "none":
         raise UsageError("--calibration none: a run always predicts with a calibration (auto, a key or a path)")
+    if args.algo_peers is not None and "algorithms" not in args.only:
+        raise UsageError("--algo-peers not used without algorithms in --only")
     if args.calibration_out is not None and args.no_ceilings:
         raise UsageError("--calibration-out not used with --no-ceilings (no ceilings, no calibration to write)")
     check_force(args)
@@ -194,7 +208,8 @@ def _options(args, spec, default_out: Path):
         shapes=args.shape, measure_ceilings=not args.no_ceilings,
         calibration_in=calibration_for(args.calibration or "auto", spec, args.force_calibration)
         if args.no_ceilings else None,
-        budget_s=args.budget_s, seed=args.seed, dry_run=args.dry_run, rounds=args.rounds)
+        budget_s=args.budget_s, seed=args.seed, dry_run=args.dry_run, rounds=args.rounds,
+        algo_peers=args.algo_peers)
 
 
 def _summary(results, as_json: bool) -> None:

@@ -4,6 +4,13 @@ library's algorithms, and their check against a float32 reference computed on th
 Inputs are standard normal values drawn in float32 and cast (never zeros); the second operand of the
 loss and of the MLP is scaled by 1/sqrt(its rows), so logits and activations are of order one, as in
 a trained network.  Targets of the loss are uniform over the vocabulary.  torch is passed in.
+
+The attention backward's input set is ``(q, k, v, out, dout)``: q, k, v (B, H, N|M, d) requiring
+grad, ``out`` the forward of ``F.scaled_dot_product_attention`` run once (untimed) with the peer's
+backend forced by ``sdpa_kernel`` (autograd then runs that backend's backward), ``dout`` standard
+normal with ``out``'s strides.  The timed call is ``torch.autograd.grad(out, (q, k, v), dout,
+retain_graph=True)``; its check compares dQ, dK and dV with the math backend's on float32 copies,
+a few heads at a time so that the float32 score matrices stay near 1 GiB each.
 """
 from __future__ import annotations
 
@@ -12,7 +19,12 @@ from typing import Any, Callable
 
 from iomodel.algo_peers import algo_of
 
-__all__ = ["TorchAlgorithms"]
+__all__ = ["TorchAlgorithms", "BACKENDS"]
+
+#: backward peer -> the ``torch.nn.attention.SDPBackend`` member its forward is forced to
+BACKENDS = {"torch_sdpa_flash_bwd": "FLASH_ATTENTION", "torch_sdpa_cudnn_bwd": "CUDNN_ATTENTION",
+            "torch_sdpa_efficient_bwd": "EFFICIENT_ATTENTION"}
+_REF_ELEMENTS = 1 << 28   # float32 scores per reference chunk (1 GiB)
 
 
 class TorchAlgorithms:
@@ -47,7 +59,28 @@ class TorchAlgorithms:
             T, D, Fh = shape["T"], shape["D"], shape["F"]
             return [(self._randn(g, T, D, dt), self._randn(g, D, Fh, dt, 1 / math.sqrt(D)),
                      self._randn(g, Fh, D, dt, 1 / math.sqrt(Fh))) for _ in range(n_sets)]
+        if algo == "attention-backward":
+            return [self._backward_set(kernel, g, shape, dt) for _ in range(n_sets)]
         raise ValueError(f"{kernel}: not an algorithm peer")
+
+    def _backend(self, name: str):
+        """``sdpa_kernel`` forcing one SDPA backend (by its ``SDPBackend`` member name)."""
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([getattr(SDPBackend, name)])
+
+    def _backward_set(self, kernel: str, g, shape, dt) -> tuple:
+        """(q, k, v, out, dout) of one backward row; the forward runs here, with the peer's backend (a
+        backend this device or these inputs lack raises here: the row records it)."""
+        torch = self.torch
+        B, H, N, M, d = (shape[k] for k in ("B", "H", "N", "M", "d"))
+        q, k, v = (self._randn(g, B * H * n, d, dt).reshape(B, H, n, d).detach().requires_grad_()
+                   for n in (N, M, M))
+        with self._backend(BACKENDS[kernel]):
+            out = self.F.scaled_dot_product_attention(q, k, v)
+        dout = torch.empty_like(out)
+        dout.copy_(self._randn(g, B * H * N, d, dt).reshape(B, H, N, d))
+        return q, k, v, out, dout
 
     def runner(self, kernel: str) -> Callable[..., Any]:
         """The timed call on one input tuple."""
@@ -59,6 +92,8 @@ class TorchAlgorithms:
             return lambda h, w, t: F.cross_entropy(h @ w, t)
         if algo == "mlp":
             return lambda x, w1, w2: F.gelu(x @ w1) @ w2
+        if algo == "attention-backward":
+            return lambda q, k, v, out, dout: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
         raise ValueError(f"{kernel}: not an algorithm peer")
 
     def _rel(self, out, ref) -> tuple[float, bool]:
@@ -73,8 +108,10 @@ class TorchAlgorithms:
         output buffer is NaN-poisoned first, so an unwritten element fails.  The loss is checked as the
         scalar the timed call returns and per token (``reduction='none'``), the worse of the two."""
         torch, F = self.torch, self.F
-        a, b, c = inputs[0]
         algo = algo_of(kernel)
+        if algo == "attention-backward":
+            return self._check_backward(fn, *inputs[0])
+        a, b, c = inputs[0]
         if algo == "matmul":
             c.fill_(float("nan"))
             out = fn(a, b, c)
@@ -88,3 +125,30 @@ class TorchAlgorithms:
             return (max(err, tok_err) if ok and tok_ok else float("nan")), ok and tok_ok
         out = fn(a, b, c)
         return self._rel(out, F.gelu(a.float() @ b.float()) @ c.float())
+
+    def _backward_reference(self, q, k, v, dout) -> tuple:
+        """dQ, dK, dV of the math backend on float32 copies, a few (batch, head) pairs at a time."""
+        torch = self.torch
+        B, H, N, d = q.shape
+        M = k.shape[2]
+        flat = [x.detach().reshape(B * H, x.shape[2], d) for x in (q, k, v, dout)]
+        grads = [torch.empty(x.shape, device="cuda", dtype=torch.float32) for x in flat[:3]]
+        step = max(1, _REF_ELEMENTS // (N * M))
+        for i in range(0, B * H, step):
+            qs, ks, vs = (x[i:i + step].float().requires_grad_() for x in flat[:3])
+            with self._backend("MATH"):
+                o = self.F.scaled_dot_product_attention(qs, ks, vs)
+            for dst, src in zip(grads, torch.autograd.grad(o, (qs, ks, vs), flat[3][i:i + step].float())):
+                dst[i:i + step] = src
+            del o, qs, ks, vs
+        return tuple(gr.reshape(x.shape) for gr, x in zip(grads, (q, k, v)))
+
+    def _check_backward(self, fn: Callable[..., Any], q, k, v, out, dout) -> tuple[float, bool]:
+        """The timed call once, dQ, dK and dV each against float32: the worst of the three."""
+        grads = fn(q, k, v, out, dout)
+        self.torch.cuda.synchronize()
+        refs = self._backward_reference(q, k, v, dout)
+        errs = [self._rel(gr, ref) for gr, ref in zip(grads, refs)]
+        if not all(ok for _e, ok in errs):
+            return float("nan"), False
+        return max(e for e, _ok in errs), True

@@ -3,13 +3,17 @@ algorithms timed as peers, each row checked against a float32 reference first.
 
 * ``torch_matmul``: ``torch.matmul(A, B, out=C)`` (cuBLAS), shape ``{"M", "N", "K"}``;
 * ``torch_cross_entropy``: ``F.cross_entropy(H @ W, targets)``, the whole loss forward, ``{"T", "D", "V"}``;
-* ``torch_mlp``: ``F.gelu(X @ W1) @ W2``, ``{"T", "D", "F"}``.
+* ``torch_mlp``: ``F.gelu(X @ W1) @ W2``, ``{"T", "D", "F"}``;
+* ``torch_sdpa_flash_bwd``, ``torch_sdpa_cudnn_bwd``, ``torch_sdpa_efficient_bwd``: the backward of
+  ``F.scaled_dot_product_attention`` forced to that backend (the forward run once, untimed),
+  ``{"B", "H", "N", "M", "d"}``, checked against float32 within ``BACKWARD_TOLERANCE``.
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
 seed)``, ``runner(kernel)`` and ``check(kernel, fn, inputs) -> (max_rel_err, finite)``.  Each row is
 timed alone with the sweep's timer (CUDA events, median, inputs rotating among the sets), in the
-sweep's rounds.  The model's best prediction is stored where ``iomodel.algorithms`` has one.
+sweep's rounds.  ``peers`` (``--algo-peers``) keeps the rows of the peers named.  The model's best
+prediction is stored where ``iomodel.algorithms`` has one.
 """
 from __future__ import annotations
 
@@ -18,10 +22,11 @@ from typing import Any
 from iomodel.algo_peers import algo_flops, algo_of, algo_prediction
 from iomodel.results import ResultRow, shape_label
 
+from .plan import HIDDEN, TOKENS
 from .records import TOLERANCE, record_error
 
-__all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "algorithm_rows",
-           "run_algorithms"]
+__all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "BACKWARD_SHAPES",
+           "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "algorithm_rows", "run_algorithms"]
 
 ALGORITHMS = "algorithms"   # the name ``--only`` takes
 
@@ -35,21 +40,35 @@ MATMUL_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048),
 CROSS_ENTROPY_SHAPES = ((8192, 4096, 32000), (8192, 4096, 128256), (16384, 2048, 50304))
 #: (T, D, F): tokens, model width, hidden width
 MLP_SHAPES = ((16384, 4096, 14336), (8192, 4096, 11008), (4096, 2048, 8192))
+#: (N, d) of the attention backward, N == M, B*N = 16384 tokens and H*d = 2048 (the attention sweep's)
+BACKWARD_SHAPES = ((1024, 64), (1024, 128), (4096, 64), (4096, 128), (16384, 64), (16384, 128))
+BACKWARD_PEERS = ("torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd")
+#: max |d - ref| / max |ref| of dQ, dK and dV (bf16 gradients: looser than a forward's 1e-2)
+BACKWARD_TOLERANCE = 2e-2
 _QUICK = {"matmul": ((4096, 4096, 4096), (16, 4096, 4096)), "cross-entropy": ((2048, 1024, 32000),),
-          "mlp": ((2048, 1024, 4096),)}
+          "mlp": ((2048, 1024, 4096),), "attention-backward": ((1024, 64),)}
+_FULL = {"matmul": MATMUL_SHAPES, "cross-entropy": CROSS_ENTROPY_SHAPES, "mlp": MLP_SHAPES,
+         "attention-backward": BACKWARD_SHAPES}
+_KERNELS = {"matmul": ("torch_matmul",), "cross-entropy": ("torch_cross_entropy",), "mlp": ("torch_mlp",),
+            "attention-backward": BACKWARD_PEERS}
 
 
-def _shape(algo: str, sizes: tuple[int, int, int], dtype: str) -> dict[str, Any]:
+def _shape(algo: str, sizes: tuple[int, ...], dtype: str) -> dict[str, Any]:
+    if algo == "attention-backward":
+        N, d = sizes
+        return {"B": max(1, TOKENS // N), "H": max(1, HIDDEN // d), "N": N, "M": N, "d": d, "dtype": dtype}
     names = {"matmul": "MNK", "cross-entropy": "TDV", "mlp": "TDF"}[algo]
     return {**dict(zip(names, sizes)), "dtype": dtype}
 
 
-def algorithm_rows(quick: bool = False, dtype: str = "bf16") -> list[tuple[str, dict[str, Any]]]:
-    """(peer kernel, shape) of every algorithm row, matmul first."""
-    full = {"matmul": MATMUL_SHAPES, "cross-entropy": CROSS_ENTROPY_SHAPES, "mlp": MLP_SHAPES}
-    kernels = {"matmul": "torch_matmul", "cross-entropy": "torch_cross_entropy", "mlp": "torch_mlp"}
-    return [(kernels[algo], _shape(algo, sizes, dtype))
-            for algo, shapes in (_QUICK if quick else full).items() for sizes in shapes]
+def algorithm_rows(quick: bool = False, dtype: str = "bf16",
+                   peers: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(peer kernel, shape) of every algorithm row, matmul first, the backward's three backends shape
+    by shape last; ``peers``: only those peers' rows (None: all)."""
+    rows = [(kernel, _shape(algo, sizes, dtype))
+            for algo, shapes in (_QUICK if quick else _FULL).items() for sizes in shapes
+            for kernel in _KERNELS[algo]]
+    return [r for r in rows if peers is None or r[0] in peers]
 
 
 def _progress(i: int, n: int, rec: ResultRow, elapsed_s: float) -> str:
@@ -87,6 +106,8 @@ def _check_and_time(run, impl, rec: ResultRow, seed: int) -> None:
     err, finite = impl.check(rec.kernel, fn, inputs)
     rec.max_rel_err = err if finite else None
     tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
+    if algo_of(rec.kernel) == "attention-backward":
+        tol = max(tol, BACKWARD_TOLERANCE)
     if not finite:
         rec.error = "output has NaN or Inf"
     elif not err < tol:

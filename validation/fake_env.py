@@ -47,7 +47,8 @@ class FakeAlgorithms:
     """The algorithm peers of a dry run: a fake output and time (FLOPs at a fixed rate per peer);
     kernels in ``fail`` raise, kernels in ``wrong`` give an output off by 5%."""
 
-    RATE = {"torch_matmul": 600e12, "torch_cross_entropy": 450e12, "torch_mlp": 550e12}
+    RATE = {"torch_matmul": 600e12, "torch_cross_entropy": 450e12, "torch_mlp": 550e12,
+            "torch_sdpa_flash_bwd": 400e12, "torch_sdpa_cudnn_bwd": 480e12, "torch_sdpa_efficient_bwd": 200e12}
 
     def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
         self.fail, self.wrong = set(fail), set(wrong)

@@ -54,6 +54,7 @@ class SweepOptions:
     seed: int | None = None
     dry_run: bool = False
     rounds: int = 5                   # timing rounds per shape; 1: each row timed in one block
+    algo_peers: tuple[str, ...] | None = None   # the algorithm phase's peers to run (None: all)
 
 
 @dataclass
@@ -106,6 +107,7 @@ def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
         "complete": False, "rows_planned": None,   # until the finish; readers flag a partial file
         "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
                     "budget_s": opts.budget_s, "rounds": opts.rounds,
+                    "algo_peers": list(opts.algo_peers) if opts.algo_peers is not None else None,
                     "lead_in_calls": env.timer.lead_in, "tolerance": TOLERANCE},
         "calibration": None, "ceilings": None, "notes": [], "skipped_families": {}, "rows": [],
     }
@@ -157,7 +159,7 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.algo_rows = algorithm_rows(opts.quick) if ALGORITHMS in opts.only else []
+    run.algo_rows = algorithm_rows(opts.quick, peers=opts.algo_peers) if ALGORITHMS in opts.only else []
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
     run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
     return plan

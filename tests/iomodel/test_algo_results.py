@@ -95,7 +95,8 @@ def test_predictions_are_recomputed_where_the_model_has_them():
 def test_committed_algorithm_runs(path):
     (res,) = load_results(path)
     rows = res["rows"]
-    assert res["complete"] and all(r.ok for r in rows) and {r.kernel for r in rows} == set(ALGO_PEERS)
+    forward = {k for k, algo in ALGO_PEERS.items() if algo != "attention-backward"}   # issue 14's peers
+    assert res["complete"] and all(r.ok for r in rows) and {r.kernel for r in rows} == forward
     matmuls = [r.shape for r in rows if r.kernel == "torch_matmul"]
     assert len(matmuls) >= 10 and {"M": 8192, "N": 8192, "K": 8192, "dtype": "bf16"} in matmuls
     assert all(r.max_rel_err < 1e-2 and r.timing["input_sets"] == 3 for r in rows)

@@ -1,4 +1,5 @@
-"""The sweep's algorithm phase (``--only algorithms``) and the L2 ceiling's host side, without a GPU."""
+"""The sweep's algorithm phase (``--only algorithms``, the attention backward's peers included) and the L2
+ceiling's host side, without a GPU."""
 from __future__ import annotations
 
 import json
@@ -8,11 +9,12 @@ import pytest
 
 import validation.algorithms as algorithms
 from iomodel.algo_peers import ALGO_PEERS, ALGO_SIZES, algo_flops
-from iomodel.results import load_results
-from validation.algorithms import ALGORITHMS, MATMUL_SHAPES, algorithm_rows
+from iomodel.problems import conventional_flops
+from iomodel.results import load_results, shape_label
+from validation.algorithms import ALGORITHMS, BACKWARD_PEERS, BACKWARD_TOLERANCE, MATMUL_SHAPES, algorithm_rows
 from validation.fake_env import FakeAlgorithms, FakeEnv
 from validation.microbench import _check_l2_sums, l2_buffer_bytes, measure_l2
-from validation.plan import DEFAULT_ONLY, ONLY_CHOICES
+from validation.plan import DEFAULT_ONLY, ONLY_CHOICES, make_shape
 from validation.sweep import SweepOptions, run_sweep
 
 
@@ -117,3 +119,65 @@ def test_l2_sum_check_catches_missed_words():
 def test_l2_buffer_must_be_a_power_of_two(size):
     with pytest.raises(ValueError, match="buffer_bytes must be a power of two of at least 16"):
         measure_l2(None, 132, 50 << 20, buffer_bytes=size or 12)
+
+
+# --------------------------------------------------------------------------- the attention backward
+
+BWD = {k for k, algo in ALGO_PEERS.items() if algo == "attention-backward"}
+
+
+def test_backward_rows_are_the_attention_sweeps_shapes():
+    rows = [(k, s) for k, s in algorithm_rows() if k in BWD]
+    assert BWD == {"torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd"}
+    assert len(rows) == 3 * 6 and {k for k, _s in rows} == BWD
+    assert {(s["N"], s["d"]) for _k, s in rows} == {(n, d) for n in (1024, 4096, 16384) for d in (64, 128)}
+    for _k, s in rows:
+        assert s["B"] * s["N"] == 16384 and s["H"] * s["d"] == 2048 and s["N"] == s["M"] and s["dtype"] == "bf16"
+        fwd = make_shape(s["N"], s["d"], False)
+        assert algo_flops("attention-backward", s) == pytest.approx(2.5 * conventional_flops(fwd))
+        assert algo_flops("attention-backward", s) == 10 * s["B"] * s["H"] * s["N"] * s["M"] * s["d"]
+    # the three backends of one shape one after another, after the forward algorithms
+    kernels = [k for k, _s in algorithm_rows()]
+    assert kernels[-3:] == list(BACKWARD_PEERS) and kernels.index("torch_sdpa_flash_bwd") > kernels.index("torch_mlp")
+    assert shape_label(rows[0][1]) == "B16 H32 N1024 M1024 d64"
+
+
+def test_algo_peers_selects_rows():
+    assert [k for k, _s in algorithm_rows(peers=("torch_sdpa_cudnn_bwd",))] == ["torch_sdpa_cudnn_bwd"] * 6
+    assert len(algorithm_rows(quick=True, peers=tuple(BWD))) == 3
+    assert algorithm_rows(peers=()) == []
+
+
+class _Within(FakeAlgorithms):
+    """Backward gradients off by 1.5%: inside the backward's tolerance, outside a forward's."""
+
+    def runner(self, kernel):
+        run = super().runner(kernel)
+        return lambda x: {**run(x), "err": 0.015}
+
+
+def test_dry_run_of_the_backward_alone(spec, tmp_path, no_model):
+    env = FakeEnv(spec)
+    env.fake_algorithms = _Within(fail=("torch_sdpa_cudnn_bwd",))   # a backend the device lacks
+    opts = SweepOptions(out=tmp_path / "b.json", only=(ALGORITHMS,), seed=1, measure_ceilings=False,
+                        dry_run=True, algo_peers=tuple(sorted(BWD)))
+    res = run_sweep(env, spec, opts, log=lambda m: None)
+    rows = res["rows"]
+    assert res["complete"] and res["rows_planned"] == len(rows) == 18 and {r["kernel"] for r in rows} == BWD
+    assert res["options"]["algo_peers"] == sorted(BWD)
+    for r in rows:
+        if r["kernel"] == "torch_sdpa_cudnn_bwd":
+            assert not r["ok"] and "fake failure of torch_sdpa_cudnn_bwd" in r["error"]
+            continue
+        assert r["ok"] and r["max_rel_err"] == pytest.approx(0.015) and 0.015 < BACKWARD_TOLERANCE
+        rate = FakeAlgorithms.RATE[r["kernel"]]
+        assert r["measured_tflops"] == pytest.approx(rate / 1e12, rel=0.02)
+    assert {c[0] for c in no_model} == {"attention-backward"}
+    (back,) = load_results(tmp_path / "b.json")
+    assert {r.kernel for r in back["rows"]} == BWD
+    # a matmul off by as much fails: the looser tolerance is the backward's alone
+    env.fake_algorithms = _Within()
+    res = run_sweep(env, spec, SweepOptions(out=tmp_path / "m.json", only=(ALGORITHMS,), seed=1, dry_run=True,
+                                            measure_ceilings=False, algo_peers=("torch_matmul",), quick=True),
+                    log=lambda m: None)
+    assert all(r["error"].startswith("wrong result: max_rel_err 0.015") for r in res["rows"])

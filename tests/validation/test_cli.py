@@ -75,6 +75,9 @@ def test_help_version_and_argument_errors(no_torch_env, tmp_path):
     (["--calibration-out", "{tmp}"], "--calibration-out"),
     (["--out", "{tmp}/r.txt"], "--out"),
     (["--out", "{tmp}/missing/r.json"], "does not exist"),
+    (["--only", "algorithms", "--algo-peers", "torch_sdpa_flash"], "--algo-peers: takes a comma list of torch_matmul"),
+    (["--only", "algorithms", "--algo-peers", ","], "--algo-peers: takes a comma list"),
+    (["--algo-peers", "torch_mlp"], "--algo-peers not used without algorithms in --only"),
 ])
 def test_run_option_errors(no_torch_env, tmp_path, args, needle):
     args = [a.format(tmp=tmp_path) for a in args]

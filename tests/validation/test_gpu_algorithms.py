@@ -1,5 +1,5 @@
-"""On a GPU: the algorithm peers' inputs, runners and checks (validation/algo_torch.py) and the L2 read
-kernel (validation/microbench.py).  Skipped without CUDA."""
+"""On a GPU: the algorithm peers' inputs, runners and checks (validation/algo_torch.py; the attention
+backward's three SDPA backends too) and the L2 read kernel (validation/microbench.py).  Skipped without CUDA."""
 from __future__ import annotations
 
 import pytest
@@ -53,3 +53,34 @@ def test_l2_read_kernel_measures_and_checks():
     assert m.buffer_bytes == 8 << 20 and m.passes >= 1
     assert 1e11 < m.bandwidth < 1e14
     assert "ld.global.cg" in m.source() and "8 MiB" in m.source()
+
+
+# --------------------------------------------------------------------------- the attention backward
+
+BWD_SHAPE = {"B": 2, "H": 3, "N": 256, "M": 256, "d": 64, "dtype": "bf16"}
+BWD = ("torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd")
+
+
+@pytest.mark.parametrize("kernel", BWD)
+def test_backward_peer_passes_its_check(kernel):
+    algos = TorchAlgorithms(torch)
+    inputs = algos.make_inputs(kernel, BWD_SHAPE, 2, seed=6)
+    q, k, v, out, dout = inputs[0]
+    assert q.shape == (2, 3, 256, 64) and q.requires_grad and q.is_leaf and q.dtype == torch.bfloat16
+    assert out.grad_fn is not None and dout.stride() == out.stride() and float(dout.float().abs().sum()) > 0
+    err, finite = algos.check(kernel, algos.runner(kernel), inputs)
+    assert finite and err < 2e-2
+    right = algos.runner(kernel)
+    err, finite = algos.check(kernel, lambda *a: tuple(g * 1.1 for g in right(*a)), inputs)
+    assert finite and err > 5e-2
+
+
+def test_backward_reference_in_chunks_equals_one_piece(monkeypatch):
+    import validation.algo_torch as algo_torch
+
+    algos = TorchAlgorithms(torch)
+    q, k, v, _out, dout = algos.make_inputs("torch_sdpa_flash_bwd", BWD_SHAPE, 1, seed=7)[0]
+    whole = algos._backward_reference(q, k, v, dout)
+    monkeypatch.setattr(algo_torch, "_REF_ELEMENTS", 256 * 256 * 2)   # two of the six heads at a time
+    for a, b in zip(whole, algos._backward_reference(q, k, v, dout)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
