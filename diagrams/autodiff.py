@@ -178,21 +178,42 @@ def _check(d: Diagram, wrt) -> list[Array]:
     return [inputs[n] for n in names]
 
 
-def _recomputed(d: Diagram, ops: list[Op]) -> list[Op]:
-    """The forward ops the backward ops read, directly or through each other, in the forward's order."""
+def _recomputed(d: Diagram, ops: list[Op], saved: frozenset = frozenset()) -> list[Op]:
+    """The forward ops the backward ops read, directly or through each other, in the forward's order; an
+    array in `saved` is read from global memory instead (the forward wrote it), so its op is not rerun."""
     need = {x.name for op in ops for x in op.inputs}
     keep = []
     for op in reversed(d.ordered_ops()):
-        if any(y.name in need for y in op.results()):
+        if any(y.name in need and y.name not in saved for y in op.results()):
             keep.append(op)
             need |= {x.name for x in op.inputs}
     return keep[::-1]
 
 
-def backward(diagram: Diagram, wrt=None, dtype: str = "fp32") -> Diagram:
+def _check_saved(d: Diagram, save) -> frozenset:
+    names = frozenset([save] if isinstance(save, str) else save)
+    made = {y.name for op in d.ops for y in op.results()}
+    unknown = sorted(names - made)
+    if unknown:
+        raise DiagramError(f"backward: cannot save {unknown[0]!r}: no operation of {d.name} computes it; "
+                           f"computed: {sorted(made)}")
+    return names
+
+
+def saving(diagram: Diagram, save) -> Diagram:
+    """The forward that also writes the intermediates `save` to global memory, for a backward that reads
+    them (`backward(..., save=...)`): recomputation traded for their bytes, written once and read once."""
+    d = unfuse(diagram)   # an online op's intermediates (its probabilities) exist only unfused
+    names = _check_saved(d, save)
+    return dataclasses.replace(d, outputs=tuple(dict.fromkeys(d.outputs + tuple(sorted(names)))))
+
+
+def backward(diagram: Diagram, wrt=None, dtype: str = "fp32", save=()) -> Diagram:
     """The backward diagram of a plain diagram: inputs the forward's and `d<output>` per output, outputs
-    `d<input>` for every input in `wrt` (a name or names; all inputs when None)."""
+    `d<input>` for every input in `wrt` (a name or names; all inputs when None). Intermediates named in
+    `save` are read (inputs of the backward, written by `saving(forward, save)`) instead of recomputed."""
     d = unfuse(diagram)
+    saved = _check_saved(d, save)
     targets = _check(d, wrt)
     needs = {x.name for x in targets}
     for op in d.ordered_ops():
@@ -227,5 +248,5 @@ def backward(diagram: Diagram, wrt=None, dtype: str = "fp32") -> Diagram:
         if got is None:
             raise DiagramError(f"backward: no output of {d.name} depends on input {x.name}")
         outs.append(got.name)
-    ops = _recomputed(d, b.ops) + b.ops
+    ops = _recomputed(d, b.ops, saved) + b.ops
     return Diagram(f"{d.name}-backward", tuple(ops), tuple(outs), masks=d.masks)
