@@ -23,10 +23,11 @@ def _axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads, causal):
     return _attention_axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads)
 
 
-def _ops(axes, dtype, want: tuple[str, ...]):
+def _ops(axes, dtype, want: tuple[str, ...], save_p: bool = False):
     """The backward of attention for the gradients `want` (of dQ, dK, dV), recomputing S and P from Q, K and
     the saved LSE: S = Q K^T, P = exp(scale S - LSE), dV = P^T dO, dP = dO V^T, dS = P (dP - D) scale,
-    dK = dS^T Q, dQ = dS K. dK and dV contract over the query rows and, with GQA, the query heads g."""
+    dK = dS^T Q, dQ = dS K. dK and dV contract over the query rows and, with GQA, the query heads g. With
+    `save_p`, P is read (the forward wrote it) instead of recomputed."""
     b, qh, kvh, n, m, d = axes
     Q, dO = Array("Q", (b, *qh, n, d), dtype), Array("dO", (b, *qh, n, d), dtype)
     K, V = Array("K", (b, *kvh, m, d), dtype), Array("V", (b, *kvh, m, d), dtype)
@@ -34,8 +35,9 @@ def _ops(axes, dtype, want: tuple[str, ...]):
     S, dP = Array("S", (b, *qh, n, m), "fp32"), Array("dP", (b, *qh, n, m), "fp32")
     P, dS = Array("P", (b, *qh, n, m), dtype), Array("dS", (b, *qh, n, m), dtype)
     dQ, dK, dV = Array("dQ", (b, *qh, n, d), dtype), Array("dK", (b, *kvh, m, d), dtype), Array("dV", (b, *kvh, m, d), dtype)
-    ops = [Contraction("S=Q.K", (Q, K), S),
-           Map("P", (S, lse), P, costs=(("fp32", 1), ("exp", 1)), formula="exp(scale*s - lse)", **EXP_SUB)]
+    ops = [] if save_p else [Contraction("S=Q.K", (Q, K), S),
+                             Map("P", (S, lse), P, costs=(("fp32", 1), ("exp", 1)), formula="exp(scale*s - lse)",
+                                 **EXP_SUB)]
     if "dV" in want:
         ops.append(Contraction("dV=P.dO", (P, dO), dV))
     ops += [Contraction("dP=dO.V", (dO, V), dP),
@@ -63,20 +65,22 @@ def _dot(axes, block_n, stages, unit_threads, dtype) -> Diagram:
                    unit_threads, ())
 
 
-def _dkdv(axes, want, name, block_n, block_m, warps, stages, unit_threads, dtype, causal) -> Diagram:
+def _dkdv(axes, want, name, block_n, block_m, warps, stages, unit_threads, dtype, causal, save_p=False) -> Diagram:
     """Blocks own (batch, KV head, a `block_m` tile of keys); the query tiles stream through SMEM (with GQA
     the g query heads of the group outside them); the keys split over `warps` units. Causal: the band
     n >= m + N - M with m as its rows, so the stream over n skips the query tiles no key of the tile sees."""
     b, qh, kvh, n, m, d = axes
     streams = [(a.name, 1) for a in qh if a not in kvh] + [("n", block_n)]
-    k = _kernel(name, _ops(axes, dtype, want), want, [(b.name, 1)] + [(a.name, 1) for a in kvh] + [("m", block_m)],
-                streams, stages, [("m", _per(block_m, warps))], unit_threads, STAGED)
+    staged = tuple(x for x in STAGED if not save_p or x not in ("LSE",)) + (("P",) if save_p else ())
+    k = _kernel(name, _ops(axes, dtype, want, save_p), want,
+                [(b.name, 1)] + [(a.name, 1) for a in kvh] + [("m", block_m)],
+                streams, stages, [("m", _per(block_m, warps))], unit_threads, staged)
     return k.band("m", "n", lower=n.size - m.size) if causal else k
 
 
 def attention_backward(block_n="Br", block_m="Bc", warps="w", stages=2, unit_threads=32, dtype="bf16",
                        batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", kv_heads=None,
-                       causal=False) -> Program:
+                       causal=False, save_p=False) -> Program:
     """FlashAttention-2's backward pass as a program of two kernels.
 
     1. `attention-backward-dot`: Dvec = rowsum(dO * O), O the forward's output (blocks of `block_n` rows).
@@ -87,11 +91,13 @@ def attention_backward(block_n="Br", block_m="Bc", warps="w", stages=2, unit_thr
     global memory in fp32 by every block (`accumulate_global`: read-modify-write). The keys of a block split
     over `warps` units. Causal (bottom-right): the stream skips the query tiles the key tile cannot see.
     Tensor FLOPs 10 B H N M d (five products a (query, key) pair). The final scaling of dK and the
-    conversion of dQ to the input dtype are left out."""
+    conversion of dQ to the input dtype are left out. With `save_p` the probabilities P (written by the
+    forward: 2 B H N M bytes in bf16) are read per chunk instead of recomputed: 8 B H N M d tensor FLOPs and
+    no exponentials, for those bytes read (the save-or-recompute choice, diagrams.autodiff)."""
     axes = _axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads, causal)
     dot = _dot(axes, block_n, stages, unit_threads, dtype)
     main = _dkdv(axes, ("dQ", "dK", "dV"), "attention-backward", block_n, block_m, warps, stages, unit_threads,
-                 dtype, causal).accumulate_global("dQ")
+                 dtype, causal, save_p).accumulate_global("dQ")
     return Program("attention-backward", (dot, main))
 
 

@@ -96,6 +96,9 @@ LIBRARY: dict[str, Algorithm] = {a.name: a for a in (
               {"B": 1, "Hk": 8, "g": 4, "N": 1, "M": 32768, "d": 128}),
     Algorithm("attention-backward", "FlashAttention-2 backward: K/V tiles own blocks, dQ accumulated atomically",
               _units(library.attention_backward), BACKWARD, variants=("attention-backward-deterministic",)),
+    Algorithm("attention-backward-saved-p", "FlashAttention-2 backward reading the probabilities the forward saved "
+              "instead of recomputing them (its forward writes P: not a variant, it takes other inputs)",
+              _units(library.attention_backward, save_p=True), BACKWARD),
     Algorithm("attention-backward-deterministic", "attention backward without atomics: dK/dV by key tiles, then "
               "dQ by query tiles (S, P, dP recomputed)", _units(library.attention_backward_deterministic), BACKWARD,
               variants=("attention-backward",)),

@@ -64,6 +64,7 @@ class KernelCosts:
     input_axes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     input_nbytes: dict[str, sp.Expr] = field(default_factory=dict)  # each input once (its compulsory bytes)
     input_passes: dict[str, int] = field(default_factory=dict)      # reads of multi-pass consumers
+    accumulated: tuple[str, ...] = ()   # outputs added with atomics: their reads and writes meet in L2
 
     def input_traffic(self, name: str) -> sp.Expr:
         """Global bytes fetched for input `name`, every pass (what the L2 serves)."""

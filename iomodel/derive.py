@@ -245,6 +245,10 @@ def _fragment_bytes_per_k(d: Diagram, nest: LoopNest) -> sp.Expr:
     return sp.Max(*frag) if frag else sp.Integer(0)
 
 
+def _accumulated(d: Diagram) -> list[Array]:
+    return [x for x in d.output_arrays() if x.name in d.accumulated]
+
+
 def block_order(d: Diagram, nest: LoopNest) -> list[tuple[str, sp.Expr]]:
     """The grid in launch order, outermost first (the last varies fastest, as blockIdx.x): the block-level
     groups in the order applied; a `raster` on an axis splits it into groups (in place) and its tiles
@@ -281,8 +285,10 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         fragment_bytes_per_k=_fragment_bytes_per_k(d, nest), register_operand_bytes=reg_operands,
         reread_bytes=sp.Add(*reread), reread_span_per_unit=sp.Add(*span),
         grid=block_order(d, nest),
-        input_axes={x.name: x.axis_names for x in d.inputs()},
-        input_nbytes={x.name: x.nbytes() for x in d.inputs()},
+        # atomically accumulated outputs are read (and written) like inputs: the L2 reuse model serves them
+        input_axes={x.name: x.axis_names for x in (*d.inputs(), *_accumulated(d))},
+        input_nbytes={x.name: x.nbytes() for x in (*d.inputs(), *_accumulated(d))},
+        accumulated=tuple(d.accumulated),
         input_passes={x.name: max([c.passes for c in d.consumers(x.name)], default=1) for x in d.inputs()})
 
 

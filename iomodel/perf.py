@@ -101,6 +101,7 @@ class CompiledKernel:
         exprs.update({k: n for k, (_, n) in zip(self.grid_keys, costs.grid)})
         self.inputs = [(x, [a in axes for a, _ in costs.grid], costs.input_passes.get(x, 1))
                        for x, axes in costs.input_axes.items()]
+        self.accumulated = set(costs.accumulated)
         for x, _, _ in self.inputs:
             exprs[f"in_traffic:{x}"] = costs.input_traffic(x)
             exprs[f"in_once:{x}"] = costs.input_nbytes[x]
@@ -219,7 +220,7 @@ def _hbm_bytes(ck: "CompiledKernel", v: Mapping[str, np.ndarray], spec: GpuSpec,
     """HBM bytes: the inputs' reads the L2 does not serve (iomodel.traffic), every other global byte
     (outputs, partials, read-modify-write), and the re-reads of later passes that miss L2."""
     concurrent = spec.sm_count * occ
-    reads, others = hbm_bytes(v, ck.inputs, ck.grid_keys, concurrent, spec.l2_bytes)
+    reads, others = hbm_bytes(v, ck.inputs, ck.grid_keys, concurrent, spec.l2_bytes, ck.accumulated)
     # a later pass re-reads from L2 only while everything the resident units touch in between fits in it
     span = spec.sm_count * resident * v["units"] * v["reread_span"]
     hit = np.where(span > 0, np.clip(spec.l2_bytes / np.maximum(span, 1), 0, 1), 1.0)

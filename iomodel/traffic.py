@@ -19,8 +19,9 @@ while it is still in L2. The model (docs/derivation.md, "Traffic"):
   the wave touches between two reads, its footprint over the re-read count, fits.
 * An input small enough to stay in L2 on its own (at most half the L2) is read from HBM once.
 * An input is never read from HBM less than once (its compulsory bytes), nor more than its traffic.
-* Outputs, partial results and read-modify-write accumulations go to HBM in full: writes are not
-  merged across blocks.
+* Outputs and partial results go to HBM in full: writes are not merged across blocks. An output
+  accumulated with atomic adds (read-modify-write, performed in L2) is treated like an input for its
+  reads, and its writes reach HBM as often as its reads do.
 * Re-reads of multi-pass operations are left to the derivation's span rule (`reread_bytes`).
 
 Everything here is numpy over configurations; the inputs are evaluated expressions of KernelCosts.
@@ -60,7 +61,8 @@ def reuse_distance(counts: Sequence[np.ndarray], carried: Sequence[bool]) -> np.
 
 
 def hbm_bytes(v: Mapping[str, np.ndarray], inputs: Sequence[tuple[str, Sequence[bool], int]],
-              grid_keys: Sequence[str], concurrent: np.ndarray, l2_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+              grid_keys: Sequence[str], concurrent: np.ndarray, l2_bytes: float,
+              accumulated: frozenset | set = frozenset()) -> tuple[np.ndarray, np.ndarray]:
     """(HBM bytes of the inputs' first passes, global bytes that are not input reads: outputs, partials,
     read-modify-write). `v` holds `in_traffic:<x>` (every pass), `in_once:<x>` and the grid counts
     `grid_keys`; `inputs` are (name, which grid axes it carries, passes of its consumer)."""
@@ -89,6 +91,8 @@ def hbm_bytes(v: Mapping[str, np.ndarray], inputs: Sequence[tuple[str, Sequence[
         reused = reused | (~shared & (rereads > 1) & (footprint(window) / rereads <= l2_bytes))
         reused = reused | (once <= L2_RESIDENT_FRACTION * l2_bytes)
         hbm = np.where(reused, once, np.maximum(once, traffic * share))
-        total = total + np.minimum(hbm, np.maximum(traffic, once))
-        read = read + v[f"in_traffic:{name}"]
+        # an atomic add reads and writes the same bytes: both halves meet (or miss) in L2 together
+        both = 2.0 if name in accumulated else 1.0
+        total = total + both * np.minimum(hbm, np.maximum(traffic, once))
+        read = read + both * v[f"in_traffic:{name}"]
     return total, np.maximum(v["global_bytes"] - read, 0.0)

@@ -15,7 +15,7 @@ STYLE_NAMES = ("mma_sync", "wgmma")   # iomodel.styles.STYLES, without importing
 # the library's algorithms (iomodel.algorithms.LIBRARY; a test keeps the two the same)
 DIAGRAM_ALGOS = ("matmul", "matmul-split-k", "mlp", "mlp-unfused", "rmsnorm-matmul", "cross-entropy",
                  "cross-entropy-split", "chained-matmul", "sliding-window-attention", "attention-split-kv",
-                 "attention-backward", "attention-backward-deterministic")
+                 "attention-backward", "attention-backward-saved-p", "attention-backward-deterministic")
 USER_ALGO = "diagram"   # what --algo becomes with --diagram
 # size flag (its dest) -> the size symbol it sets, per algorithm
 _ATTENTION = {"batch": "B", "heads": "H", "seqlen": "N", "kv_seqlen": "M", "head_dim": "d"}
@@ -26,6 +26,7 @@ FLAG_SYMBOLS = {
     "attention-split-kv": {**_ATTENTION, "heads": "g", "kv_heads": "Hk"},  # g = heads / kv heads
     "attention-backward": dict(_ATTENTION),
     "attention-backward-deterministic": dict(_ATTENTION),
+    "attention-backward-saved-p": dict(_ATTENTION),
 }
 
 

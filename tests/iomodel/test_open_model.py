@@ -230,3 +230,28 @@ def test_raster_groups_cut_hbm_traffic_not_work():
     assert "groups of 8 a-tiles" in pseudocode(d)
     with pytest.raises(DiagramError, match="not grouped"):
         library.matmul().raster("a", 4)
+
+
+def test_atomic_adds_meet_in_l2():
+    """FlashAttention-2's backward adds dQ (fp32) once per key tile: 8 GiB of read-modify-write at
+    B=4 H=16 N=M=4096 d=128; the blocks of one head add into the same 2 MiB, so the reuse model sends dQ
+    to HBM about once each way, not per key tile."""
+    from iomodel.api import predict
+
+    fam = family_for("attention-backward", "wgmma").name
+    shape = {"B": 4, "H": 16, "N": 4096, "M": 4096, "d": 128, "dtype": "bf16"}
+    p = predict(fam, "h100-sxm", shape, {"Br": 64, "Bc": 128, "w": 2, "st": 2})
+    dq_rmw = 2 * 4 * 16 * 4096 * 128 * 4 * (4096 // 128)
+    assert p.global_bytes > dq_rmw and p.hbm_bytes < 0.1 * dq_rmw
+
+
+def test_saved_p_backward_reads_p_and_skips_the_recompute():
+    from iomodel.api import predict
+
+    shape = {"B": 4, "H": 16, "N": 4096, "M": 4096, "d": 128, "dtype": "bf16"}
+    cfg = {"Br": 64, "Bc": 128, "w": 2, "st": 2}
+    re = predict(family_for("attention-backward", "wgmma").name, "h100-sxm", shape, cfg)
+    sv = predict(family_for("attention-backward-saved-p", "wgmma").name, "h100-sxm", shape, cfg)
+    bhnmd = 4 * 16 * 4096 * 4096 * 128
+    assert re.executed_flops["tensor"] == pytest.approx(10 * bhnmd) and sv.executed_flops["tensor"] == pytest.approx(8 * bhnmd)
+    assert sv.executed_flops.get("exp", 0) == 0 and sv.global_bytes > re.global_bytes
