@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 

@@ -4,7 +4,6 @@ an L2 read kernel (the L2 bandwidth).  cupy is passed in by the caller (GPU side
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 __all__ = ["MICROBENCH_SRC", "L2_READ_SRC", "UNIT_FIELDS", "BLOCKS_PER_SM", "THREADS", "run_microbench",
            "L2Measure", "l2_buffer_bytes", "measure_l2"]

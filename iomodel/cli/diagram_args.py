@@ -63,13 +63,21 @@ def is_diagram_algo(algo: str) -> bool:
     return algo in DIAGRAM_ALGOS or algo == USER_ALGO
 
 
+def user_diagram(args):
+    """The user's `--diagram`, loaded and checked once per command."""
+    from ..algorithms import load_user_diagram
+
+    if getattr(args, "user_diagram", None) is None:
+        args.user_diagram = load_user_diagram(args.diagram)
+    return args.user_diagram
+
+
 def _defaults(args):
     """(algorithm name, default sizes, dtypes) of the library algorithm or the user's diagram."""
-    from ..algorithms import get_algorithm, load_user_diagram
+    from ..algorithms import get_algorithm
 
     if args.algo == USER_ALGO:
-        user = load_user_diagram(args.diagram)
-        args.user_diagram = user
+        user = user_diagram(args)
         return user.name, dict(user.sizes), user.dtypes
     entry = get_algorithm(args.algo)
     return entry.name, dict(entry.sizes), entry.dtypes
@@ -122,7 +130,7 @@ def diagram_families(args, spec) -> list[str]:
     out = []
     for style in styles:
         if args.algo == USER_ALGO:
-            user = args.user_diagram
+            user = user_diagram(args)
             fam = family_for(user.name, style, draw=user.draw, dtypes=user.dtypes)
         else:
             fam = family_for(args.algo, style)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from .diagram_args import USER_ALGO, diagram_families, diagram_problem, is_diagram_algo
-from .problem import ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, problem, refuse_gpu_options
+from .diagram_args import USER_ALGO, diagram_families, is_diagram_algo
+from .problem import (ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, problem, refuse_gpu_options,
+                      uses_diagram)
 from .reports import PAGE_FORMATS
 
 DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
@@ -19,17 +20,10 @@ def _shown_family(args) -> str:
     return args.kernel if args.kernel != "auto" else ALGO_FAMILIES[args.algo][0]
 
 
-def uses_diagram(args) -> bool:
-    """Whether the algorithm is shown through a diagram family (the library's, or the user's)."""
-    return is_diagram_algo(args.algo) and not (args.algo == "matmul" and args.kernel == "matmul_sm80")
-
-
 def _diagram_for(args):
     from diagrams import library
     if uses_diagram(args):
         from .. import families
-        if args.algo == USER_ALGO:
-            diagram_problem(args)  # loads and checks the user's file
         return families.get(_shown_family(args)).build_for_dtype(getattr(args, "dtype", None) or "bf16")
     if args.algo == "matmul":
         return library.tiled_matmul(warps="w")

@@ -135,7 +135,7 @@ def refuse_gpu_options(args, why: str) -> None:
 def problem(args) -> tuple[tuple[str, ...], dict]:
     """Kernel families of the algorithm and its shape, from checked args."""
     fams = ALGO_FAMILIES[args.algo]
-    if is_diagram_algo(args.algo) and not (args.algo == "matmul" and getattr(args, "kernel", "") == "matmul_sm80"):
+    if uses_diagram(args):
         return fams, diagram_problem(args)
     if args.algo == "matmul":
         return fams, dict(M=args.m, N=args.n, K=args.k, dtype=args.dtype)
@@ -149,6 +149,17 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
                       d=args.head_dim, causal=args.algo == "flash-attention-causal", dtype=args.dtype)
 
 
+def shipped_families(algo: str) -> list[str]:
+    """The algorithm's kernel families that are ours (not a kernel style of its diagram)."""
+    return [f for f in ALGO_FAMILIES[algo] if f not in STYLE_NAMES]
+
+
+def uses_diagram(args) -> bool:
+    """Whether the algorithm runs as its diagram in a kernel style: a diagram algorithm, unless --kernel
+    names one of its shipped families (`matmul --kernel matmul_sm80`)."""
+    return is_diagram_algo(args.algo) and getattr(args, "kernel", "auto") not in shipped_families(args.algo)
+
+
 def families_for(args, spec) -> list[str]:
     """The families to run: --kernel (which must run on the GPU), else every family of the algorithm
     that does."""
@@ -156,10 +167,8 @@ def families_for(args, spec) -> list[str]:
 
     kernel = getattr(args, "kernel", "auto")
     if is_diagram_algo(args.algo) and kernel in ("auto", *STYLE_NAMES):
-        mine = diagram_families(args, spec)
-        if args.algo == "matmul" and kernel == "auto" and not families.get("matmul_sm80").gpu_problem(spec):
-            mine = ["matmul_sm80", *mine]   # our shipped matmul kernel beside the diagram's styles
-        return mine
+        ours = [f for f in shipped_families(args.algo) if kernel == "auto" and not families.get(f).gpu_problem(spec)]
+        return ours + diagram_families(args, spec)   # our kernels beside the diagram's styles
     if args.kernel != "auto":
         why = families.get(args.kernel).gpu_problem(spec)
         if why:
