@@ -11,7 +11,10 @@ reports:
 * for each (kernel, shape) timed with >= 3 tile configs: the Spearman rank correlation between
   predicted and measured time, and whether the model's top-ranked config is within 5% of the best
   measured one (top-1); the pooled mean of those correlations;
-* the same over every family's configs of one shape (the kernel-and-tile choice).
+* the same over every family's configs of one shape (the kernel-and-tile choice);
+* apart from all of these, which are the forward's, the same error statistics and tile ranking over
+  our backward kernels' rows (``pass`` "bwd", ``iomodel.algo_peers.BACKWARD_KERNELS``), which the
+  algorithm phase times beside SDPA's backward (``Report.backward``, ``backward_groups``).
 
 The text and HTML forms are in ``iomodel.accuracy_text`` and ``iomodel.report``.
 """
@@ -26,7 +29,7 @@ import numpy as np
 
 from . import api, families
 from .accuracy_algos import AlgoEval, Throughput, algo_eval
-from .algo_peers import algo_of
+from .algo_peers import BACKWARD_KERNELS, algo_of
 from .hardware import HardwareError, resolve_gpu
 from .peers import PEERS as PEER_KERNELS
 from .peers import peer_prediction
@@ -154,6 +157,9 @@ class Report:
     calibrations: list[dict] = field(default_factory=list)
     recomputed: bool = True
     algorithms: list[AlgoEval] = field(default_factory=list)   # PyTorch's algorithms (iomodel.algo_peers)
+    backward: Stats = field(default_factory=Stats)              # our backward kernels' rows (pass "bwd")
+    backward_per_kernel: dict[str, Stats] = field(default_factory=dict)
+    backward_groups: list[GroupEval] = field(default_factory=list)   # their tile ranking per shape
 
 
 # --------------------------------------------------------------------------- one row's prediction
@@ -318,6 +324,17 @@ def _error_stats(rep: Report) -> None:
         rep.per_kernel[k] = Stats.of(r.err_pct for r in rep.rows if r.kernel == k)
 
 
+def _backward_stats(rep: Report) -> None:
+    """Our backward kernels' rows, apart from the forward's: error statistics and tile ranking."""
+    bwd = [a for a in rep.algorithms if a.ours and a.pass_ == "bwd"]
+    rep.backward = Stats.of(a.err_pct for a in bwd)
+    rep.backward_per_kernel = {k: Stats.of(a.err_pct for a in bwd if a.kernel == k)
+                               for k in BACKWARD_KERNELS if any(a.kernel == k for a in bwd)}
+    for (source, kernel, _sk), rows in _grouped(bwd, lambda a: (a.source, a.kernel, shape_key(a.shape))).items():
+        if len({a.config_label for a in rows}) >= MIN_GROUP:
+            rep.backward_groups.append(_rank_group(source, kernel, rows, lambda a: a.config_label))
+
+
 def _rank_stats(rep: Report) -> None:
     """Tile ranking per (file, kernel, shape); then the user's question, which kernel and tiles for
     this shape: every configuration of every family of one shape ranked together."""
@@ -363,8 +380,11 @@ def evaluate(
             if not row.ok or not row.measured_ms:
                 rep.failed.append(_failed(f.source, row))
                 continue
-            if algo_of(row.kernel):   # not attention: its own table
-                rep.algorithms.append(algo_eval(f.source, f.device, res.get("gpu_key"), row, recompute=recompute))
+            if algo_of(row.kernel):   # not the attention forward: its own tables
+                ours = None if f.spec is None else (
+                    lambda k, s, c, f=f: model.ours(k, f.spec, s, c, f.calibration))
+                rep.algorithms.append(algo_eval(f.source, f.device, res.get("gpu_key"), row, recompute=recompute,
+                                                ours=ours))
                 continue
             ev, failed = _row_eval(f, row, model)
             rep.rows.append(ev)
@@ -374,4 +394,5 @@ def evaluate(
                          f"(see prediction_error); their stored predictions were used where present")
     _error_stats(rep)
     _rank_stats(rep)
+    _backward_stats(rep)
     return rep

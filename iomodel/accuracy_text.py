@@ -7,7 +7,8 @@ from typing import Any, Mapping, Sequence
 from .accuracy import MIN_GROUP, OUR_KERNELS, PEER_KERNELS, GroupEval, Report, RowEval
 from .results import shape_label
 
-__all__ = ["stats_rows", "group_cells", "row_cells", "failed_cells", "format_report"]
+__all__ = ["stats_rows", "group_cells", "row_cells", "failed_cells", "algo_sections", "backward_ranking",
+           "format_report"]
 
 
 def _pct(v: float | None, signed: bool = False) -> str:
@@ -24,11 +25,15 @@ def _num(v: float | None, fmt: str = ".3f") -> str:
 
 def stats_rows(report: Report) -> list[list[str]]:
     """The accuracy table: rows, n, median |err|, max |err|, mean signed; our kernels (then each
-    family) and the peers (then each peer)."""
+    family) and the peers (then each peer), the attention forward's; then, where the results have
+    them, our backward kernels' rows (pass "bwd"), a number of their own."""
     named = ([("our kernels", report.ours)]
              + [(f"  {k}", s) for k, s in report.per_kernel.items() if k in OUR_KERNELS]
              + [("peers", report.peers)]
              + [(f"  {k}", s) for k, s in report.per_kernel.items() if k in PEER_KERNELS])
+    if report.backward_per_kernel:
+        named += ([("our backward kernels (bwd)", report.backward)]
+                  + [(f"  {k}", s) for k, s in report.backward_per_kernel.items()])
     return [[name, str(st.n), _pct(st.median_abs_pct), _pct(st.max_abs_pct), _pct(st.mean_signed_pct, True)]
             for name, st in named]
 
@@ -146,6 +151,9 @@ def _algo_note(a) -> str:
 ALGO_HEADERS = ["peer", "device", "shape", "meas ms", "meas TFLOP/s", "pred ms", "pred TFLOP/s", "err",
                 "bottleneck", "note"]
 ALGO_TITLE = "Algorithms as PyTorch runs them (peers; the model's best configuration where it predicts one)"
+BACKWARD_HEADERS = ["kernel", "config", "device", "shape", "meas ms", "meas TFLOP/s", "pred ms", "pred TFLOP/s",
+                    "err", "bottleneck", "note"]
+BACKWARD_TITLE = "Our attention backward kernels (pass bwd; the model's prediction of each configuration)"
 
 
 def algo_cells(a) -> list[str]:
@@ -155,13 +163,36 @@ def algo_cells(a) -> list[str]:
             _pct(a.err_pct, True), a.bottleneck or "-", _algo_note(a)]
 
 
+def algo_sections(report: Report) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of the peers' table and of our backward kernels' (each only when it has
+    rows), for the text report and the page alike."""
+    peers = [algo_cells(a) for a in report.algorithms if not a.ours]
+    ours = [[a.kernel, a.config_label, *algo_cells(a)[1:]] for a in report.algorithms if a.ours]
+    return [(t, h, r) for t, h, r in ((ALGO_TITLE, ALGO_HEADERS, peers), (BACKWARD_TITLE, BACKWARD_HEADERS, ours))
+            if r]
+
+
+def backward_ranking(report: Report) -> str | None:
+    """One line on the model's tile ranking of our backward kernels (None without such a group)."""
+    groups = report.backward_groups
+    if not groups:
+        return None
+    rhos = [g.spearman for g in groups if g.spearman is not None]
+    mean = sum(rhos) / len(rhos) if rhos else None
+    return (f"tile ranking over {len(groups)} kernel x shape groups: mean spearman {_num(mean, '+.3f')}; "
+            f"top-1 within 5%: {sum(g.top1 for g in groups)}/{len(groups)}")
+
+
 def _algorithms(report: Report) -> list[str]:
-    """PyTorch's versions of the library's algorithms: measured, and predicted where the model can."""
-    if not report.algorithms:
-        return []
-    rows = [algo_cells(a) for a in report.algorithms]
-    return ["", f"{ALGO_TITLE}:",
-            *_table(ALGO_HEADERS, rows, [False, False, False, True, True, True, True, True, False, False])]
+    """PyTorch's versions of the library's algorithms, then our backward kernels: measured, and
+    predicted where the model can."""
+    out = []
+    for title, headers, rows in algo_sections(report):
+        right = [h.startswith(("meas", "pred", "err")) for h in headers]
+        out += ["", f"{title}:", *_table(headers, rows, right)]
+        if title == BACKWARD_TITLE and backward_ranking(report):
+            out.append(f"  {backward_ranking(report)}")
+    return out
 
 
 def _failures_and_notes(report: Report) -> list[str]:

@@ -6,34 +6,64 @@ Such a row names its peer as ``kernel`` and its shape by the sizes the library's
 matmul ``{"M", "N", "K"}`` (C[M,N] = A[M,K] B[K,N]); cross-entropy ``{"T", "D", "V"}`` (logits = H[T,D]
 W[D,V], then the loss); mlp ``{"T", "D", "F"}`` (gelu(X[T,D] W1[D,F]) W2[F,D]); attention-backward
 ``{"B", "H", "N", "M", "d"}`` (dQ, dK, dV of softmax(Q K^T / sqrt(d)) V, Q[B,H,N,d], K and V [B,H,M,d]);
-plus ``"dtype"``.  FLOPs are counted the conventional way: the matrix products only (2 per
-multiply-add); the softmax of the loss and the GeLU add under 0.1% at the sizes run.  The backward is
-counted as 2.5 forwards, 10BHNMd (its five products of the forward's 4BHNMd, FlashAttention's count).
+plus ``"dtype"``, and ``"causal"`` for the backward.  FLOPs are counted the conventional way: the
+matrix products only (2 per multiply-add); the softmax of the loss and the GeLU add under 0.1% at the
+sizes run.  The backward is counted as 2.5 forwards, 10BHNMd (its five products of the forward's 4BHNMd,
+FlashAttention's count), causal as the forward is (``iomodel.problems.conventional_flops``).
+
+Our own backward kernels (``BACKWARD_KERNELS``, the ``flash_bwd_sm80`` families) are timed in the same
+phase on the same shapes, so their rows name the algorithm too (``algo_of``) though they are no peers.
 Nothing here imports torch.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["ALGO_PEERS", "ALGO_SIZES", "algo_of", "algo_flops", "algo_shape_label", "algo_prediction"]
+from .problems import conventional_flops
+
+__all__ = ["ALGO_PEERS", "BACKWARD_KERNELS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of", "algo_flops",
+           "algo_shape_label", "algo_prediction", "attention_shape", "default_pass"]
 
 #: peer kernel -> the library algorithm it runs
 ALGO_PEERS = {"torch_matmul": "matmul", "torch_cross_entropy": "cross-entropy", "torch_mlp": "mlp",
               "torch_sdpa_flash_bwd": "attention-backward", "torch_sdpa_cudnn_bwd": "attention-backward",
               "torch_sdpa_efficient_bwd": "attention-backward"}
+#: our kernel families timed in the algorithm phase: the attention backward (atomic dQ, deterministic dQ)
+BACKWARD_KERNELS = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
+#: every kernel of the algorithm phase (``--algo-peers`` takes these names) -> the algorithm it runs
+ALGO_KERNELS = {**ALGO_PEERS, **{k: "attention-backward" for k in BACKWARD_KERNELS}}
 #: algorithm -> the size names of its shape, in label order
 ALGO_SIZES = {"matmul": ("M", "N", "K"), "cross-entropy": ("T", "D", "V"), "mlp": ("T", "D", "F"),
               "attention-backward": ("B", "H", "N", "M", "d")}
 
 
 def algo_of(kernel: str) -> str | None:
-    """The algorithm a peer kernel runs, or None for any other kernel (attention rows)."""
-    return ALGO_PEERS.get(kernel)
+    """The algorithm a kernel of the algorithm phase runs, or None for any other kernel (attention rows)."""
+    return ALGO_KERNELS.get(kernel)
+
+
+def default_pass(kernel: str) -> str | None:
+    """The attention pass a row of ``kernel`` times when its row does not say: ``"bwd"`` for the
+    attention backward's rows, ``"fwd"`` for the attention rows (every file before the field held only
+    forward attention rows), None for matmul, cross-entropy and the MLP (no attention pass)."""
+    algo = algo_of(kernel)
+    if algo is None:
+        return "fwd"
+    return "bwd" if algo == "attention-backward" else None
+
+
+def attention_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
+    """A backward shape ``{"B", "H", "N", "M", "d", "causal", "dtype"}`` in the attention families' form
+    (``B, H, H_kv, N_q, N_k, d, causal, dtype``), which the model's ``flash_bwd_sm80`` families take."""
+    return {"B": shape["B"], "H": shape["H"], "H_kv": shape.get("H_kv", shape["H"]), "N_q": shape["N"],
+            "N_k": shape["M"], "d": shape["d"], "causal": bool(shape.get("causal", False)),
+            "dtype": shape.get("dtype", "bf16")}
 
 
 def algo_flops(algo: str, shape: Mapping[str, Any]) -> float:
     """Conventional FLOPs: 2MNK (matmul), 2TDV (the logits of cross-entropy), 4TDF (the two products
-    of the MLP), 10BHNMd (the attention backward: 2.5 times the forward's 4BHNMd)."""
+    of the MLP), 10BHNMd (the attention backward: 2.5 times the forward's 4BHNMd; causal, the live
+    fraction of the forward's count: half when N == M, exact otherwise)."""
     if algo == "matmul":
         return 2.0 * shape["M"] * shape["N"] * shape["K"]
     if algo == "cross-entropy":
@@ -41,7 +71,7 @@ def algo_flops(algo: str, shape: Mapping[str, Any]) -> float:
     if algo == "mlp":
         return 4.0 * shape["T"] * shape["D"] * shape["F"]
     if algo == "attention-backward":
-        return 10.0 * shape["B"] * shape["H"] * shape["N"] * shape["M"] * shape["d"]
+        return 2.5 * conventional_flops(attention_shape(shape))
     raise ValueError(f"unknown algorithm {algo!r}; known: {', '.join(ALGO_SIZES)}")
 
 
@@ -50,19 +80,26 @@ def algo_shape_label(shape: Mapping[str, Any]) -> str | None:
     for sizes in ALGO_SIZES.values():
         if all(k in shape for k in sizes):
             dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
-            return " ".join(f"{k}{shape[k]}" for k in sizes) + dt
+            return " ".join(f"{k}{shape[k]}" for k in sizes) + (" causal" if shape.get("causal") else "") + dt
     return None
 
 
 def algo_prediction(algo: str, gpu_key: str, shape: Mapping[str, Any]) -> tuple[dict | None, str | None]:
     """(prediction dict, error) of the model's best configuration for the algorithm, through
-    ``iomodel.algorithms.best_prediction`` where that imports; (None, None) where it does not (yet)."""
+    ``iomodel.algorithms.best_prediction`` where that imports; (None, None) where it does not (yet).
+    The library's backward diagrams behind ``best_prediction`` are not causal, so a causal backward
+    is the best of the ``flash_bwd_sm80`` family's search (``iomodel.tiles.search``) instead."""
     try:
         from .algorithms import best_prediction  # type: ignore[import-not-found]
     except ImportError:
         return None, None
     try:
-        pred = best_prediction(algo, gpu_key, dict(shape))
+        if algo == "attention-backward" and shape.get("causal"):
+            from .tiles import search
+
+            pred = search(BACKWARD_KERNELS[0], gpu_key, attention_shape(shape), top=1).ranked[0]
+        else:   # best_prediction has no causal size: a non-causal shape goes without the key
+            pred = best_prediction(algo, gpu_key, {k: v for k, v in shape.items() if k != "causal"})
         d = pred.as_dict() if hasattr(pred, "as_dict") else dict(pred)
     except Exception as exc:  # noqa: BLE001 - a model failure is recorded, the measurement stays
         return None, f"{type(exc).__name__}: {exc}"

@@ -172,7 +172,10 @@ def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             stages = sp.Max(*([stream_stage[a] for a in carried if a in stream_stage] or [1]))
             residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True))
-            transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"), reads, x.itemsize))
+            # from SMEM, every op that takes the operand loads its own fragments (the backward's Q feeds
+            # S = Q K^T and dK = dS^T Q); an input read from global memory is read once for all its ops
+            smem_reads = sp.Add(*[_unit_visits(nest, _space(c)) * c.passes for c in consumers]) if consumers else reads
+            transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"), smem_reads, x.itemsize))
             continue
         transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"), reads, x.itemsize))
         if passes > 1:

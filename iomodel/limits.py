@@ -32,6 +32,8 @@ def io_bytes(problem: str, shape: Mapping) -> float:
     q = shape["B"] * shape["H"] * shape["N_q"] * shape["d"]
     kv = shape["B"] * shape["H_kv"] * shape["N_k"] * shape["d"]
     lse = 4 * shape["B"] * shape["H"] * shape["N_q"]  # the flash kernels' float32 log-sum-exp
+    if problem == "attention-backward":  # q, o, dO, dq and k, v, dk, dv, with the forward's LSE
+        return float(e * (4 * q + 4 * kv) + lse)
     return float(e * (2 * q + 2 * kv) + lse)
 
 

@@ -1,7 +1,7 @@
-"""The problems families solve (attention, matmul, softmax): shape fields, checks, symbols, FLOPs.
+"""The problems families solve (attention, its backward, matmul, softmax): shape fields, checks, symbols, FLOPs.
 
-A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention; ``M, N, K`` for a
-matmul; ``rows, cols`` for a softmax). This module is the one place that knows those fields.
+A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention and its backward;
+``M, N, K`` for a matmul; ``rows, cols`` for a softmax). This module is the one place that knows those fields.
 """
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ import numpy as np
 from .errors import ModelError
 
 DTYPES = ("bf16", "fp16")
-PROBLEM_FIELDS = {"attention": ("B", "H", "H_kv", "N_q", "N_k", "d"), "matmul": ("M", "N", "K"),
+ATTENTION_FIELDS = ("B", "H", "H_kv", "N_q", "N_k", "d")
+# the backward takes the forward's shape (its dO and gradients have the shapes of O, Q, K and V)
+ATTENTION_PROBLEMS = ("attention", "attention-backward")
+PROBLEM_FIELDS = {"attention": ATTENTION_FIELDS, "attention-backward": ATTENTION_FIELDS, "matmul": ("M", "N", "K"),
                   "softmax": ("rows", "cols")}
+BACKWARD_FLOP_RATIO = 2.5   # five products per (query, key) pair against the forward's two
 
 
 def fields_of(family) -> tuple[str, ...]:
@@ -24,15 +28,15 @@ def fields_of(family) -> tuple[str, ...]:
 def problem_flops(family, shape: Mapping) -> float:
     """The FLOPs a family's results are reported against: the derivation's for a diagram family
     (its contractions' live points), the convention of :func:`conventional_flops` otherwise."""
-    return family.useful_flops(shape) if family.useful_flops is not None else conventional_flops(shape)
+    return family.useful_flops(shape) if family.useful_flops is not None else conventional_flops(shape, family.problem)
 
 
 def check_shape(family, shape: Mapping) -> dict:
     """`shape` with its defaults filled in (H_kv = H, N_k = N_q, not causal, bf16), checked for
     `family`: positive integer sizes, whole query groups, a dtype and head dim the family supports."""
     s = dict(shape)
-    problem = family.problem
-    if problem == "attention":
+    attention = family.problem in ATTENTION_PROBLEMS
+    if attention:
         defaults = {"H_kv": s.get("H"), "N_k": s.get("N_q"), "causal": False, "dtype": "bf16"}
     else:
         defaults = {"dtype": "bf16", "causal": False}
@@ -42,7 +46,7 @@ def check_shape(family, shape: Mapping) -> dict:
         val = s.get(key)
         if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val <= 0:
             raise ModelError(f"shape field {key} must be a positive integer, got {val!r}")
-    if problem == "attention" and s["H"] % s["H_kv"]:
+    if attention and s["H"] % s["H_kv"]:
         raise ModelError(f"heads ({s['H']}) must be a multiple of kv heads ({s['H_kv']})")
     if s["dtype"] not in family.dtypes:
         raise ModelError(f"dtype {s['dtype']!r} not supported; use one of {', '.join(family.dtypes)}")
@@ -64,10 +68,13 @@ def shape_symbols(problem: str, shape: Mapping, fields: tuple[str, ...] = ()) ->
             "d": shape["d"], "Hk": shape["H_kv"], "g": shape["H"] // shape["H_kv"]}
 
 
-def conventional_flops(shape: Mapping) -> float:
+def conventional_flops(shape: Mapping, problem: str = "attention") -> float:
     """The FLOPs a result is reported against (ANCHORS.md): 4*B*H*N_q*N_k*d for attention, halved when
-    causal with N_q == N_k (the exact live fraction otherwise); 2*M*N*K for a matmul; 5 operations per
-    element for a softmax (max, subtract, exp, sum, divide)."""
+    causal with N_q == N_k (the exact live fraction otherwise), 2.5 times that for its backward
+    (10*B*H*N_q*N_k*d); 2*M*N*K for a matmul; 5 operations per element for a softmax (max, subtract,
+    exp, sum, divide)."""
+    if problem == "attention-backward":
+        return BACKWARD_FLOP_RATIO * conventional_flops(shape)
     if "K" in shape and "M" in shape:
         return 2.0 * shape["M"] * shape["N"] * shape["K"]
     if "rows" in shape:

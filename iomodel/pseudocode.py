@@ -16,6 +16,7 @@ from diagrams.diagram import Diagram, Program, as_program
 
 from .derive import LoopNest
 from .loopbody import body, run_of
+from .registers import sharing_units
 from .symbolic import sym
 
 
@@ -170,12 +171,22 @@ class _KernelWriter:
         if isinstance(op, Contraction):
             acc = f"{out}_acc +=" if self.streamed_axes & set(op.contracted) else f"{out} ="
             return [f"{acc} contract({ins}) over {','.join(op.contracted)}   "
-                    f"# {self.slice(op.output, 'reg')}: {self.fmt(self.nest.tile(op.output, 'reg'))} fp32 in registers"]
+                    f"# {self.slice(op.output, 'reg')}: {self.held(op)}"]
         if isinstance(op, Reduce):
             return [f"{out} = {op.combine}({ins}) over {op.axis_name}"]
         if isinstance(op, Map):
-            return [f"{out} = {op.formula or 'map'}({ins})   # " + ", ".join(f"{c} {u}" for u, c in op.costs) + " per element"]
+            to_smem = "; written to smem" if self.d.level_of(op.output) == "smem" else ""
+            return [f"{out} = {op.formula or 'map'}({ins})   # " + ", ".join(f"{c} {u}" for u, c in op.costs)
+                    + " per element" + to_smem]
         return []
+
+    def held(self, op) -> str:
+        """What a unit holds of a contraction's output: its fp32 tile, or its part of a tile the units
+        share (an operand they read from SMEM: iomodel.registers.sharing_units)."""
+        share = sharing_units(self.d, self.nest, op)
+        words = self.fmt(self.nest.tile(op.output, "reg") / share)
+        shared = f", this unit's part of the tile {self.fmt(share)} units share" if share != 1 else ""
+        return f"{words} fp32 in registers{shared}"
 
     def finalize(self, op) -> None:
         """What an online accumulator does once its loop has closed: the final division, log(sum) + max."""

@@ -42,6 +42,19 @@ def _interval(steps: list[Step], i: int) -> tuple[int, int]:
     return start, max([end, *users])
 
 
+def sharing_units(d: Diagram, nest, op) -> sp.Expr:
+    """How many units share one output tile of `op` (1: each holds its own). A contraction over an axis the
+    units split, reading an intermediate the block staged in SMEM, is run by every unit over the whole axis
+    from there, each on its part of the output, instead of each holding a partial sum of all of it
+    (FlashAttention-2's dQ = dS K: the warps that own the keys write dS to SMEM, then split dQ's tile)."""
+    staged = dict(d.staged)
+    if not isinstance(op, CONTRACTIONS) or not any(
+            staged.get(x.name) == "smem" and d.producer(x.name) is not None for x in op.inputs):
+        return sp.Integer(1)
+    return sp.Mul(*[nest.div(nest.extent(a, "smem"), nest.unit_group[a].size)
+                    for a in op.contracted if a in nest.unit_group])
+
+
 def _live_ranges(d: Diagram, nest, steps: list[Step]) -> list[Live]:
     staged = dict(d.staged)
     out: list[Live] = []
@@ -51,7 +64,8 @@ def _live_ranges(d: Diagram, nest, steps: list[Step]) -> list[Live]:
         if staged.get(op.output.name, "reg") == "reg":
             # a contraction accumulates in fp32 whatever it stores
             size = max(4, op.output.itemsize) if isinstance(op, CONTRACTIONS) else op.output.itemsize
-            out.append(Live(op.output.name, nest.tile(op.output, "reg") * size / 4, start, end))
+            words = nest.tile(op.output, "reg") * size / 4 / sharing_units(d, nest, op)
+            out.append(Live(op.output.name, words, start, end))
         state = op.state_arrays()
         out += [Live(st.name, nest.tile(st, "reg") * st.itemsize / 4, start, end) for st in state]
         streamed = op.inputs[0]

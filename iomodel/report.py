@@ -381,9 +381,10 @@ def validation_html(report, spec, title: str | None = None) -> str:
 
 
 def _algorithms_html(report) -> str:
-    """The PyTorch peers of the library's algorithms ("" when the results have none)."""
-    from .accuracy_text import ALGO_HEADERS, ALGO_TITLE, algo_cells
+    """The PyTorch peers of the library's algorithms, then our backward kernels ("" without such rows)."""
+    from .accuracy_text import BACKWARD_TITLE, algo_sections, backward_ranking
 
-    if not report.algorithms:
-        return ""
-    return f"<h2>{_esc(ALGO_TITLE)}</h2>" + _html_table(ALGO_HEADERS, [algo_cells(a) for a in report.algorithms])
+    line = backward_ranking(report)
+    return "".join(f"<h2>{_esc(title)}</h2>" + _html_table(headers, rows)
+                   + (f"<p>{_esc(line)}</p>" if title == BACKWARD_TITLE and line else "")
+                   for title, headers, rows in algo_sections(report))

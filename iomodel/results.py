@@ -4,6 +4,11 @@
 options and notes, and ``rows``); ``python -m iomodel validate`` reads it back.  Both go through this
 module, so the format has one description.  A row is a :class:`ResultRow`; in the file it is a plain
 object whose optional keys (``error``, ``prediction``, ``timing``, ...) appear only when set.
+
+A row's ``pass`` says which attention pass it times: ``"fwd"`` (the attention sweep's rows) or ``"bwd"``
+(the attention backward: our ``flash_bwd_sm80`` kernels and SDPA's backward peers).  A file written
+before the field reads as those rows were (``ResultRow.attention_pass``) and is rewritten as it was;
+the rows of matmul, cross-entropy and the MLP time no attention pass and go without it.
 """
 from __future__ import annotations
 
@@ -47,15 +52,25 @@ class ResultRow:
     error: str | None = None
     traceback_tail: str | None = None
     timing: dict | None = None
+    pass_: str | None = None              # "pass" in the file, as written: "fwd", "bwd" or None (absent)
     extra: dict = field(default_factory=dict)  # keys this version does not know, kept so a rewrite loses none
+
+    @property
+    def attention_pass(self) -> str | None:
+        """The attention pass the row times: its ``pass``, or for a row written before the field the
+        one its kernel implies (``iomodel.algo_peers.default_pass``); None for matmul, cross-entropy
+        and the MLP.  Read from here, so that a file rewritten stays as it was written."""
+        from .algo_peers import default_pass
+
+        return self.pass_ or default_pass(self.kernel)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "row") -> "ResultRow":
         """A row of a file (``where`` names it in errors); ResultsError naming the field when the
         object is not a results row."""
         check_row(d, where)
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        row = cls(**{k: v for k, v in d.items() if k in names})
+        names = {_KEY.get(f.name, f.name): f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+        row = cls(**{names[k]: v for k, v in d.items() if k in names})
         row.shape = dict(row.shape)
         row.extra = {k: v for k, v in d.items() if k not in names}
         return row
@@ -67,12 +82,14 @@ class ResultRow:
             v = getattr(self, f.name)
             if f.name == "extra" or (f.name in _WHEN_SET and v is None):
                 continue
-            out[f.name] = v
+            out[_KEY.get(f.name, f.name)] = v
         out.update(self.extra)
         return out
 
 
-_WHEN_SET = ("prediction", "peer_prediction", "prediction_error", "error", "traceback_tail", "timing")
+_WHEN_SET = ("prediction", "peer_prediction", "prediction_error", "error", "traceback_tail", "timing", "pass_")
+#: a field's key in the file where the two differ (``pass`` is a Python keyword)
+_KEY = {"pass_": "pass"}
 
 
 def as_row(row: ResultRow | Mapping[str, Any]) -> ResultRow:

@@ -31,7 +31,8 @@ _ROW = {"config": Mapping, "config_label": str, "why": str, "predicted_rank": in
         "measured_ms": _NUMBER, "measured_tflops": _NUMBER, "predicted_ms": _NUMBER,
         "predicted_tflops": _NUMBER, "predicted_bottleneck": str, "prediction": Mapping,
         "peer_prediction": Mapping, "prediction_error": str, "error": str, "traceback_tail": str,
-        "timing": Mapping}
+        "timing": Mapping, "pass": str}
+PASSES = ("fwd", "bwd")   # the attention pass a row times (``pass``; absent: iomodel.algo_peers.default_pass)
 # the sizes every report reads (labels, FLOPs); H_kv, causal and dtype have defaults
 _SHAPE_SIZES = ("B", "H", "N_q", "N_k", "d")
 _SHAPE_OPTIONAL = {"H_kv": int, "causal": bool, "dtype": str}
@@ -89,7 +90,8 @@ def _check_shape(shape: Mapping[str, Any], where: str, kernel: str = "") -> None
             raise ResultsError(f"{where}: field 'shape.{name}' missing")
         if not _is(v, int) or v <= 0:
             raise ResultsError(f"{where}: field 'shape.{name}' must be a positive whole number (got {v!r:.40})")
-    for name, t in _SHAPE_OPTIONAL.items() if not algo else (("dtype", str),):
+    optional = _SHAPE_OPTIONAL.items() if not algo else (("dtype", str), ("causal", bool))
+    for name, t in optional:
         if shape.get(name) is not None:
             _typed(where, f"shape.{name}", shape[name], t)
 
@@ -112,3 +114,5 @@ def check_row(d: Any, where: str) -> None:
         _typed(where, name, v, t)
         if t in (_NUMBER, int) and v < 0:
             raise ResultsError(f"{where}: field '{name}' must not be negative (got {v!r})")
+    if d.get("pass") is not None and d["pass"] not in PASSES:
+        raise ResultsError(f"{where}: field 'pass' must be one of {', '.join(PASSES)} (got {d['pass']!r:.40})")

@@ -2,7 +2,10 @@
 
 * ``flash_attention``: FlashAttention forward, online softmax in exp2; family ``flash_sm80``
   (mma.sync + ldmatrix + cp.async, sm_80 and newer, Hopper included) or ``flash_sm90`` (wgmma + TMA,
-  warp-specialized, sm_90a).
+  warp-specialized, sm_90a).  Differentiable: when an input requires grad it runs as the operator
+  ``iomodel::flash_attn_fwd`` (``kernels.autograd``), whose backward is ``flash_bwd_sm80``.
+* ``flash_attention_backward``: dQ, dK, dV from the forward's O and LSE (family ``flash_bwd_sm80``,
+  FlashAttention-2's loop nest with mma.sync; ``deterministic=True``: no atomics).
 * ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through global memory).
 * ``run(family, ...)``: any of them by its registry name (``iomodel.families``).
 
@@ -15,11 +18,25 @@ CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/ke
 """
 from __future__ import annotations
 
-__all__ = ["flash_attention", "attention_unfused", "run", "set_debug", "debug_enabled"]
+__all__ = ["flash_attention", "flash_attention_backward", "attention_unfused", "run", "set_debug", "debug_enabled"]
 
 
-def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=False, backend="auto"):
+def _needs_grad(*ts) -> bool:
+    """Whether autograd should record the call (torch is imported only when an input asks for grad)."""
+    if not any(getattr(t, "requires_grad", False) is True for t in ts):
+        return False
+    import torch
+
+    return torch.is_grad_enabled()
+
+
+def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=False, backend="auto",
+                    bwd_config=None, deterministic=False):
     """FlashAttention forward: O (B, H, N_q, d), and with ``return_lse`` also the natural-log LSE.
+
+    Differentiable in q, k and v: when one of them requires grad (and grad mode is on), O carries the
+    backward of ``flash_attention_backward`` with ``bwd_config`` (None: the model's pick) and
+    ``deterministic``; the LSE returned then is not differentiable.
 
     ``backend``: ``"sm80"`` (the mma.sync kernel, family flash_sm80), ``"sm90"`` (wgmma + TMA, family
     flash_sm90; Hopper only) or ``"auto"``: a config picks its own family (a FlashConfig, or a dict
@@ -27,11 +44,25 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
     ``config=None`` the model (``iomodel.chooser.choose``) picks the family and config over
     flash_sm80 and, on an sm_90 GPU, flash_sm90.
     """
+    if _needs_grad(q, k, v):
+        from . import autograd
+
+        out, lse = autograd.flash_attention(q, k, v, causal, scale, config, backend, bwd_config, deterministic)
+        return (out, lse) if return_lse else out
     from . import dispatch
 
     family, config = dispatch.flash_family(q, k, v, causal, config, backend)
     return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
                                              return_lse=return_lse)
+
+
+def flash_attention_backward(dout, q, k, v, out, lse, causal=False, scale=None, config=None, deterministic=False):
+    """(dq, dk, dv) of FlashAttention given dO (``dout``), the forward's ``out`` and ``lse``
+    (``flash_attention(..., return_lse=True)``); see ``kernels.flash_bwd_sm80.backward``."""
+    from . import flash_bwd_sm80
+
+    return flash_bwd_sm80.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+                                   deterministic=deterministic)
 
 
 def attention_unfused(q, k, v, causal=False, config=None, scale=None):

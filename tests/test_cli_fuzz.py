@@ -24,7 +24,7 @@ BAD_PROBLEM_OPTIONS = [
     ["--gpu", "h100-sxn"], ["--gpu", ""], ["--gpu", "rtx9000"], ["--gpu", "nowhere/spec.toml"],
     ["--gpu", "{dir}"], ["--gpu", "{not_a_spec}"], ["--gpu", "{binary}"], ["--gpu", "{empty}"],
     ["--algo", "flash-atention"], ["--algo", ""], ["--algo", "FLASH-ATTENTION"],
-    ["--kernel", "bogus"], ["--kernel", "flash_sm08"], ["--kernel", "matmul_sm80"],
+    ["--kernel", "bogus"], ["--kernel", "flash_sm08"], ["--algo", "flash-attention", "--kernel", "matmul_sm80"],
     ["--gpu", "a100-sxm-80gb", "--kernel", "flash_sm90"],
     ["--batch", "0"], ["--batch", "-1"], ["--batch", "1.5"], ["--batch", "abc"], ["--batch", ""],
     ["--heads", "0"], ["--heads", "16", "--kv-heads", "3"], ["--kv-heads", "0"],

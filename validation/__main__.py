@@ -42,11 +42,11 @@ def _parse_only(text: str) -> tuple[str, ...]:
 
 
 def _parse_algo_peers(text: str) -> tuple[str, ...]:
-    from iomodel.algo_peers import ALGO_PEERS
+    from iomodel.algo_peers import ALGO_KERNELS   # the peers and our backward kernels
 
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    if not parts or any(p not in ALGO_PEERS for p in parts):
-        raise argparse.ArgumentTypeError(f"takes a comma list of {', '.join(ALGO_PEERS)}; got {text!r}")
+    if not parts or any(p not in ALGO_KERNELS for p in parts):
+        raise argparse.ArgumentTypeError(f"takes a comma list of {', '.join(ALGO_KERNELS)}; got {text!r}")
     return parts
 
 
@@ -103,9 +103,10 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--only", type=_parse_only, default=DEFAULT_ONLY, metavar="LIST",
                    help=f"comma list of {','.join(ONLY_CHOICES)} (default: {','.join(DEFAULT_ONLY)}, the "
                         "attention sweep; algorithms: torch.matmul, cross-entropy, an MLP and the attention "
-                        "backward as PyTorch runs them)")
+                        "backward as PyTorch runs them, and our backward kernels beside them)")
     r.add_argument("--algo-peers", type=_parse_algo_peers, default=None, metavar="LIST",
-                   help="with --only algorithms: run only these peers' rows (comma list; default: all)")
+                   help="with --only algorithms: run only these kernels' rows (comma list of peers and "
+                        "flash_bwd_sm80, flash_bwd_sm80_deterministic; default: all)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")

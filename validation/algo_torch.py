@@ -5,19 +5,25 @@ Inputs are standard normal values drawn in float32 and cast (never zeros); the s
 loss and of the MLP is scaled by 1/sqrt(its rows), so logits and activations are of order one, as in
 a trained network.  Targets of the loss are uniform over the vocabulary.  torch is passed in.
 
-The attention backward's input set is ``(q, k, v, out, dout)``: q, k, v (B, H, N|M, d) requiring
-grad, ``out`` the forward of ``F.scaled_dot_product_attention`` run once (untimed) with the peer's
-backend forced by ``sdpa_kernel`` (autograd then runs that backend's backward), ``dout`` standard
-normal with ``out``'s strides.  The timed call is ``torch.autograd.grad(out, (q, k, v), dout,
-retain_graph=True)``; its check compares dQ, dK and dV with the math backend's on float32 copies,
-a few heads at a time so that the float32 score matrices stay near 1 GiB each.
+A peer of the attention backward has the input set ``(q, k, v, out, dout, causal)``: q, k, v (B, H,
+N|M, d) requiring grad, ``out`` the forward of ``F.scaled_dot_product_attention`` (``is_causal`` as the
+shape says) run once (untimed) with the peer's backend forced by ``sdpa_kernel`` (autograd then runs
+that backend's backward), ``dout`` standard normal with ``out``'s strides.  The timed call is
+``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)``.  Our backward kernels
+(``flash_bwd_sm80``, ``flash_bwd_sm80_deterministic``) have ``(q, k, v, out, lse, dout, causal)``: q, k,
+v and dout standard normal, ``out`` and the LSE from our forward, ``kernels.flash_attention(...,
+return_lse=True)``, untimed; the timed call is ``kernels.flash_attention_backward(dout, q, k, v, out,
+lse, causal=..., config=..., deterministic=...)``.  Both checks compare dQ, dK and dV with the math
+backend's on float32 copies (causal as the row), a few heads at a time so that the float32 score
+matrices stay near 1 GiB each; our kernels' check runs in the kernels' debug mode, as the forward's.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Callable
 
-from iomodel.algo_peers import algo_of
+from iomodel.algo_peers import BACKWARD_KERNELS, algo_of
 
 __all__ = ["TorchAlgorithms", "BACKENDS"]
 
@@ -59,6 +65,8 @@ class TorchAlgorithms:
             T, D, Fh = shape["T"], shape["D"], shape["F"]
             return [(self._randn(g, T, D, dt), self._randn(g, D, Fh, dt, 1 / math.sqrt(D)),
                      self._randn(g, Fh, D, dt, 1 / math.sqrt(Fh))) for _ in range(n_sets)]
+        if kernel in BACKWARD_KERNELS:
+            return [self._ours_set(g, shape, dt) for _ in range(n_sets)]
         if algo == "attention-backward":
             return [self._backward_set(kernel, g, shape, dt) for _ in range(n_sets)]
         raise ValueError(f"{kernel}: not an algorithm peer")
@@ -69,23 +77,48 @@ class TorchAlgorithms:
 
         return sdpa_kernel([getattr(SDPBackend, name)])
 
-    def _backward_set(self, kernel: str, g, shape, dt) -> tuple:
-        """(q, k, v, out, dout) of one backward row; the forward runs here, with the peer's backend (a
-        backend this device or these inputs lack raises here: the row records it)."""
-        torch = self.torch
+    def _qkv(self, g, shape, dt) -> tuple:
+        """q, k, v (B, H, N|M, d) standard normal, and ``dout`` drawn after them."""
         B, H, N, M, d = (shape[k] for k in ("B", "H", "N", "M", "d"))
-        q, k, v = (self._randn(g, B * H * n, d, dt).reshape(B, H, n, d).detach().requires_grad_()
-                   for n in (N, M, M))
-        with self._backend(BACKENDS[kernel]):
-            out = self.F.scaled_dot_product_attention(q, k, v)
-        dout = torch.empty_like(out)
-        dout.copy_(self._randn(g, B * H * N, d, dt).reshape(B, H, N, d))
-        return q, k, v, out, dout
+        q, k, v, dout = (self._randn(g, B * H * n, d, dt).reshape(B, H, n, d) for n in (N, M, M, N))
+        return q, k, v, dout
 
-    def runner(self, kernel: str) -> Callable[..., Any]:
-        """The timed call on one input tuple."""
+    def _dout_like(self, out, dout):
+        """``dout``'s values with ``out``'s strides (as autograd hands a gradient over)."""
+        like = self.torch.empty_like(out)
+        like.copy_(dout)
+        return like
+
+    def _backward_set(self, kernel: str, g, shape, dt) -> tuple:
+        """(q, k, v, out, dout, causal) of one peer's backward row; the forward runs here, with the peer's
+        backend (a backend this device or these inputs lack raises here: the row records it)."""
+        causal = bool(shape.get("causal", False))
+        q, k, v, dout = self._qkv(g, shape, dt)
+        q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+        with self._backend(BACKENDS[kernel]):
+            out = self.F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return q, k, v, out, self._dout_like(out, dout), causal
+
+    def _ours_set(self, g, shape, dt) -> tuple:
+        """(q, k, v, out, lse, dout, causal) of one row of our backward kernel: ``out`` and the LSE from
+        our forward, untimed."""
+        import kernels
+
+        causal = bool(shape.get("causal", False))
+        q, k, v, dout = self._qkv(g, shape, dt)
+        out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
+        return q, k, v, out, lse, self._dout_like(out, dout), causal
+
+    def runner(self, kernel: str, config: Any = None) -> Callable[..., Any]:
+        """The timed call on one input tuple (``config``: our backward kernels' tiles)."""
         torch, F = self.torch, self.F
         algo = algo_of(kernel)
+        if kernel in BACKWARD_KERNELS:
+            import kernels
+
+            det = kernel == BACKWARD_KERNELS[1]
+            return lambda q, k, v, out, lse, dout, causal: kernels.flash_attention_backward(
+                dout, q, k, v, out, lse, causal=causal, config=config, deterministic=det)
         if algo == "matmul":
             return lambda a, b, c: torch.matmul(a, b, out=c)
         if algo == "cross-entropy":
@@ -93,7 +126,7 @@ class TorchAlgorithms:
         if algo == "mlp":
             return lambda x, w1, w2: F.gelu(x @ w1) @ w2
         if algo == "attention-backward":
-            return lambda q, k, v, out, dout: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+            return lambda q, k, v, out, dout, _causal: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
         raise ValueError(f"{kernel}: not an algorithm peer")
 
     def _rel(self, out, ref) -> tuple[float, bool]:
@@ -110,7 +143,8 @@ class TorchAlgorithms:
         torch, F = self.torch, self.F
         algo = algo_of(kernel)
         if algo == "attention-backward":
-            return self._check_backward(fn, *inputs[0])
+            with self._debug(kernel):
+                return self._check_backward(fn, inputs[0])
         a, b, c = inputs[0]
         if algo == "matmul":
             c.fill_(float("nan"))
@@ -126,7 +160,23 @@ class TorchAlgorithms:
         out = fn(a, b, c)
         return self._rel(out, F.gelu(a.float() @ b.float()) @ c.float())
 
-    def _backward_reference(self, q, k, v, dout) -> tuple:
+    @contextlib.contextmanager
+    def _debug(self, kernel: str):
+        """Our kernels' check in the kernels' debug mode: the outputs NaN-poisoned first (an unwritten
+        tile shows), a synchronize after each launch (an error surfaces at its launch).  Off for timing."""
+        if kernel not in BACKWARD_KERNELS:
+            yield
+            return
+        import kernels
+
+        before = bool(kernels.debug_enabled())
+        kernels.set_debug(True)
+        try:
+            yield
+        finally:
+            kernels.set_debug(before)
+
+    def _backward_reference(self, q, k, v, dout, causal: bool = False) -> tuple:
         """dQ, dK, dV of the math backend on float32 copies, a few (batch, head) pairs at a time."""
         torch = self.torch
         B, H, N, d = q.shape
@@ -137,17 +187,19 @@ class TorchAlgorithms:
         for i in range(0, B * H, step):
             qs, ks, vs = (x[i:i + step].float().requires_grad_() for x in flat[:3])
             with self._backend("MATH"):
-                o = self.F.scaled_dot_product_attention(qs, ks, vs)
+                o = self.F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
             for dst, src in zip(grads, torch.autograd.grad(o, (qs, ks, vs), flat[3][i:i + step].float())):
                 dst[i:i + step] = src
             del o, qs, ks, vs
         return tuple(gr.reshape(x.shape) for gr, x in zip(grads, (q, k, v)))
 
-    def _check_backward(self, fn: Callable[..., Any], q, k, v, out, dout) -> tuple[float, bool]:
-        """The timed call once, dQ, dK and dV each against float32: the worst of the three."""
-        grads = fn(q, k, v, out, dout)
+    def _check_backward(self, fn: Callable[..., Any], inputs: tuple) -> tuple[float, bool]:
+        """The timed call once, dQ, dK and dV each against float32: the worst of the three.  Both
+        input layouts start with q, k, v and end with dout, causal."""
+        grads = fn(*inputs)
         self.torch.cuda.synchronize()
-        refs = self._backward_reference(q, k, v, dout)
+        (q, k, v), dout, causal = inputs[:3], inputs[-2], inputs[-1]
+        refs = self._backward_reference(q, k, v, dout, causal)
         errs = [self._rel(gr, ref) for gr, ref in zip(grads, refs)]
         if not all(ok for _e, ok in errs):
             return float("nan"), False

@@ -5,28 +5,36 @@ algorithms timed as peers, each row checked against a float32 reference first.
 * ``torch_cross_entropy``: ``F.cross_entropy(H @ W, targets)``, the whole loss forward, ``{"T", "D", "V"}``;
 * ``torch_mlp``: ``F.gelu(X @ W1) @ W2``, ``{"T", "D", "F"}``;
 * ``torch_sdpa_flash_bwd``, ``torch_sdpa_cudnn_bwd``, ``torch_sdpa_efficient_bwd``: the backward of
-  ``F.scaled_dot_product_attention`` forced to that backend (the forward run once, untimed),
-  ``{"B", "H", "N", "M", "d"}``, checked against float32 within ``BACKWARD_TOLERANCE``.
+  ``F.scaled_dot_product_attention`` forced to that backend (the forward run once, untimed, causal
+  where the shape is), ``{"B", "H", "N", "M", "d", "causal"}``, checked against float32 within
+  ``BACKWARD_TOLERANCE``;
+* ``flash_bwd_sm80`` (every shipped config of the head dim) and ``flash_bwd_sm80_deterministic`` (the
+  model's pick): our backward kernel, ``kernels.flash_attention_backward``, on the same shapes, with
+  the same check; its ``out`` and LSE come from our forward, untimed.
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
-seed)``, ``runner(kernel)`` and ``check(kernel, fn, inputs) -> (max_rel_err, finite)``.  Each row is
-timed alone with the sweep's timer (CUDA events, median, inputs rotating among the sets), in the
-sweep's rounds.  ``peers`` (``--algo-peers``) keeps the rows of the peers named.  The model's best
-prediction is stored where ``iomodel.algorithms`` has one.
+seed)``, ``runner(kernel, config)`` and ``check(kernel, fn, inputs) -> (max_rel_err, finite)``.  Each row
+is timed alone with the sweep's timer (CUDA events, median, inputs rotating among the sets), in the
+sweep's rounds.  ``peers`` (``--algo-peers``) keeps the rows of the kernels named.  A peer's row stores
+the model's best prediction where ``iomodel.algorithms`` has one; our rows the prediction of their
+config (``iomodel.api.predict``), as the attention rows do.  Rows of the backward say ``"pass": "bwd"``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from iomodel.algo_peers import algo_flops, algo_of, algo_prediction
-from iomodel.results import ResultRow, shape_label
+from iomodel.algo_peers import (BACKWARD_KERNELS, algo_flops, algo_of, algo_prediction, attention_shape,
+                                default_pass)
+from iomodel.families.flash_bwd_sm80 import SHIPPED
+from iomodel.results import ResultRow, config_dict, config_label, jsonable, shape_label
 
-from .plan import HIDDEN, TOKENS
+from .plan import HIDDEN, TOKENS, _model_order
 from .records import TOLERANCE, record_error
 
 __all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "BACKWARD_SHAPES",
-           "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "algorithm_rows", "run_algorithms"]
+           "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "AlgoRow", "algorithm_rows", "run_algorithms"]
 
 ALGORITHMS = "algorithms"   # the name ``--only`` takes
 
@@ -40,55 +48,115 @@ MATMUL_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048),
 CROSS_ENTROPY_SHAPES = ((8192, 4096, 32000), (8192, 4096, 128256), (16384, 2048, 50304))
 #: (T, D, F): tokens, model width, hidden width
 MLP_SHAPES = ((16384, 4096, 14336), (8192, 4096, 11008), (4096, 2048, 8192))
-#: (N, d) of the attention backward, N == M, B*N = 16384 tokens and H*d = 2048 (the attention sweep's)
-BACKWARD_SHAPES = ((1024, 64), (1024, 128), (4096, 64), (4096, 128), (16384, 64), (16384, 128))
+#: (N, d, causal) of the attention backward, N == M, B*N = 16384 tokens and H*d = 2048 (the attention
+#: sweep's): 20 shapes, each with the three peers and our six rows; a call is 10 * 16384 * 2048 * N FLOPs
+#: (0.34 to 5.5 TFLOP, half that causal), so a row's check and timing stay under a second of GPU work
+BACKWARD_SHAPES = tuple((N, d, causal) for N in (1024, 2048, 4096, 8192, 16384) for d in (64, 128)
+                        for causal in (False, True))
 BACKWARD_PEERS = ("torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd")
 #: max |d - ref| / max |ref| of dQ, dK and dV (bf16 gradients: looser than a forward's 1e-2)
 BACKWARD_TOLERANCE = 2e-2
 _QUICK = {"matmul": ((4096, 4096, 4096), (16, 4096, 4096)), "cross-entropy": ((2048, 1024, 32000),),
-          "mlp": ((2048, 1024, 4096),), "attention-backward": ((1024, 64),)}
+          "mlp": ((2048, 1024, 4096),), "attention-backward": ((1024, 64, False), (1024, 64, True))}
 _FULL = {"matmul": MATMUL_SHAPES, "cross-entropy": CROSS_ENTROPY_SHAPES, "mlp": MLP_SHAPES,
          "attention-backward": BACKWARD_SHAPES}
 _KERNELS = {"matmul": ("torch_matmul",), "cross-entropy": ("torch_cross_entropy",), "mlp": ("torch_mlp",),
-            "attention-backward": BACKWARD_PEERS}
+            "attention-backward": BACKWARD_PEERS + BACKWARD_KERNELS}
+DETERMINISTIC = BACKWARD_KERNELS[1]   # its model's pick only; the atomic kernel runs every shipped config
 
 
-def _shape(algo: str, sizes: tuple[int, ...], dtype: str) -> dict[str, Any]:
+@dataclass
+class AlgoRow:
+    """One row of the algorithm phase: a peer (no config) or our backward kernel with one config."""
+
+    kernel: str
+    shape: dict[str, Any]
+    config: Any = None          # our kernels' typed config (a FlashBwdConfig)
+    why: str = "peer"           # as the attention rows: "sweep" (every shipped config), "model-top", "peer"
+    predicted_rank: int | None = None
+
+
+def _shape(algo: str, sizes: tuple, dtype: str) -> dict[str, Any]:
     if algo == "attention-backward":
-        N, d = sizes
-        return {"B": max(1, TOKENS // N), "H": max(1, HIDDEN // d), "N": N, "M": N, "d": d, "dtype": dtype}
+        N, d, causal = sizes
+        return {"B": max(1, TOKENS // N), "H": max(1, HIDDEN // d), "N": N, "M": N, "d": d,
+                "causal": bool(causal), "dtype": dtype}
     names = {"matmul": "MNK", "cross-entropy": "TDV", "mlp": "TDF"}[algo]
     return {**dict(zip(names, sizes)), "dtype": dtype}
 
 
-def algorithm_rows(quick: bool = False, dtype: str = "bf16",
-                   peers: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """(peer kernel, shape) of every algorithm row, matmul first, the backward's three backends shape
-    by shape last; ``peers``: only those peers' rows (None: all)."""
-    rows = [(kernel, _shape(algo, sizes, dtype))
-            for algo, shapes in (_QUICK if quick else _FULL).items() for sizes in shapes
-            for kernel in _KERNELS[algo]]
-    return [r for r in rows if peers is None or r[0] in peers]
+def _shipped(d: int) -> list[Any]:
+    """The shipped configs of head dim ``d``: both backward families ship flash_bwd_sm80's."""
+    return [c for c in SHIPPED if c.head_dim == d]
+
+
+def _ours(kernel: str, shape: dict[str, Any], predictor, notes: list[str]) -> list[AlgoRow]:
+    """Our backward kernel's rows of one shape, in the model's order as the attention sweep's: every
+    shipped config of the head dim for the atomic kernel (several configs a shape: the model-accuracy
+    and ranking rows), the model's pick alone for the deterministic one (what ``iomodel.chooser.choose``
+    picks, ranked here with the run's calibration as the attention sweep's model-top rows are)."""
+    cfgs = _shipped(shape["d"])
+    if not cfgs:
+        notes.append(f"{kernel}: no shipped config for d={shape['d']}")
+        return []
+    order, ranked = _model_order(kernel, attention_shape(shape), cfgs, predictor, notes)
+    if kernel == DETERMINISTIC:
+        order = order[:1]
+    why = "model-top" if kernel == DETERMINISTIC else "sweep"
+    return [AlgoRow(kernel, shape, cfgs[i], why, r if i in ranked else None) for r, i in enumerate(order)]
+
+
+def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...] | None = None,
+                   predictor=None, notes: list[str] | None = None) -> list[AlgoRow]:
+    """Every row of the algorithm phase, matmul first, then the backward shape by shape: the three SDPA
+    backends, our atomic kernel's shipped configs, our deterministic kernel's pick.  ``peers``: only
+    those kernels' rows (None: all); ``predictor`` (``validation.predictor.Predictor``) orders our
+    configs and picks the deterministic one (without it: the shipped order)."""
+    notes = notes if notes is not None else []
+    rows = []
+    for algo, shapes in (_QUICK if quick else _FULL).items():
+        for sizes in shapes:
+            shape = _shape(algo, sizes, dtype)
+            for kernel in _KERNELS[algo]:
+                if peers is not None and kernel not in peers:
+                    continue
+                rows += (_ours(kernel, shape, predictor, notes) if kernel in BACKWARD_KERNELS
+                         else [AlgoRow(kernel, shape)])
+    return rows
 
 
 def _progress(i: int, n: int, rec: ResultRow, elapsed_s: float) -> str:
     body = f"{rec.measured_tflops:.1f} TFLOP/s" if rec.ok else f"FAILED ({rec.error or '?'})"
     pred = f" (pred {rec.predicted_tflops:.1f})" if rec.predicted_tflops else " (pred -)"
-    return f"[{i}/{n}] {rec.kernel} {shape_label(rec.shape)}: {body}{pred}  [{elapsed_s:.0f}s]"
+    cfg = f" {rec.config_label}" if rec.config else ""
+    return f"[{i}/{n}] {rec.kernel}{cfg} {shape_label(rec.shape)}: {body}{pred}  [{elapsed_s:.0f}s]"
 
 
-def _predict(rec: ResultRow, gpu_key: str) -> None:
-    """The model's best configuration for the row, stored as at run time (none while the model has none)."""
+def _predict(rec: ResultRow, run, config: Any) -> None:
+    """The model's prediction stored as at run time: of the row's config for our kernels (the run's
+    calibration, as the attention rows), else of the model's best configuration (none while the model
+    has none).  TFLOP/s on the count the measurement uses (``algo_flops``)."""
     algo = algo_of(rec.kernel)
-    pred, err = algo_prediction(algo, gpu_key, rec.shape)
+    if rec.kernel in BACKWARD_KERNELS:
+        pred, err = run.predictor.predict(rec.kernel, attention_shape(rec.shape), config)
+    else:
+        pred, err = algo_prediction(algo, run.spec.key, rec.shape)
     t = (pred or {}).get("time_s")
     if isinstance(t, (int, float)) and t > 0:
         rec.prediction = pred
         rec.predicted_ms = t * 1e3
-        rec.predicted_tflops = pred.get("tflops") or algo_flops(algo, rec.shape) / t / 1e12
+        rec.predicted_tflops = algo_flops(algo, rec.shape) / t / 1e12
         rec.predicted_bottleneck = pred.get("bottleneck")
     if err:
         rec.prediction_error = err
+
+
+def _record(row: AlgoRow) -> ResultRow:
+    """The record of a row before it runs; our kernels' config as the attention rows store theirs."""
+    cfg = jsonable(config_dict(row.config)) if row.config is not None else None
+    return ResultRow(kernel=row.kernel, config=cfg, config_label=config_label(row.kernel, row.config),
+                     why=row.why, predicted_rank=row.predicted_rank, shape=dict(row.shape),
+                     pass_=default_pass(row.kernel))   # "bwd" for the backward, none for matmul and the rest
 
 
 def _recover(env) -> None:
@@ -99,10 +167,10 @@ def _recover(env) -> None:
     env.release()
 
 
-def _check_and_time(run, impl, rec: ResultRow, seed: int) -> None:
+def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
     """Make the row's inputs, check its output once, then time it; the record says how it went."""
     inputs = impl.make_inputs(rec.kernel, rec.shape, run.opts.input_sets, seed)
-    fn = impl.runner(rec.kernel)
+    fn = impl.runner(rec.kernel, config)
     err, finite = impl.check(rec.kernel, fn, inputs)
     rec.max_rel_err = err if finite else None
     tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
@@ -124,20 +192,20 @@ def _check_and_time(run, impl, rec: ResultRow, seed: int) -> None:
     rec.ok = True
 
 
-def run_algorithms(run, rows: list[tuple[str, dict[str, Any]]], first: int, seed: int) -> None:
+def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
     """Every algorithm row, numbered from ``first``: predict, check, time, save.  Never raises for a
     row (its record says why it failed); the budget stops new rows as it stops the attention rows."""
     impl = None
-    for i, (kernel, shape) in enumerate(rows, first):
-        rec = ResultRow(kernel=kernel, config=None, config_label="-", why="peer", shape=dict(shape))
-        _predict(rec, run.spec.key)
+    for i, row in enumerate(rows, first):
+        rec = _record(row)
+        _predict(rec, run, row.config)
         if run.out_of_time():
             rec.error = f"skipped: time budget of {run.opts.budget_s:.0f}s used up"
             run.add(rec)
             continue
         try:
             impl = impl or run.env.algorithms()
-            _check_and_time(run, impl, rec, seed + i)
+            _check_and_time(run, impl, rec, row.config, seed + i)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: this row says so, the next one runs
             record_error(rec, exc)
             _recover(run.env)

@@ -44,11 +44,13 @@ def fake_rate(kernel: str, cfg: Any, shape: Mapping) -> float:
 
 
 class FakeAlgorithms:
-    """The algorithm peers of a dry run: a fake output and time (FLOPs at a fixed rate per peer);
-    kernels in ``fail`` raise, kernels in ``wrong`` give an output off by 5%."""
+    """The algorithm phase's kernels in a dry run: a fake output and time (FLOPs at a fixed rate per
+    kernel; our backward kernels' rate a smooth function of the config, so configs rank); kernels in
+    ``fail`` raise, kernels in ``wrong`` give an output off by 5%."""
 
     RATE = {"torch_matmul": 600e12, "torch_cross_entropy": 450e12, "torch_mlp": 550e12,
-            "torch_sdpa_flash_bwd": 400e12, "torch_sdpa_cudnn_bwd": 480e12, "torch_sdpa_efficient_bwd": 200e12}
+            "torch_sdpa_flash_bwd": 400e12, "torch_sdpa_cudnn_bwd": 480e12, "torch_sdpa_efficient_bwd": 200e12,
+            "flash_bwd_sm80": 380e12, "flash_bwd_sm80_deterministic": 300e12}
 
     def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
         self.fail, self.wrong = set(fail), set(wrong)
@@ -56,11 +58,20 @@ class FakeAlgorithms:
     def make_inputs(self, kernel: str, shape, n_sets: int, seed: int):
         return [({"kernel": kernel, "shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
 
-    def runner(self, kernel: str) -> Callable[..., Any]:
+    def rate(self, kernel: str, config: Any = None) -> float:
+        """FLOP/s of a fake kernel (at its best tiles when it has a config: 64 x 128, two stages)."""
+        d = config_dict(config)
+        pen = 0.0
+        if "block_q" in d:
+            pen += 0.06 * abs(math.log2(d["block_q"] / 64)) + 0.04 * abs(math.log2(d["block_k"] / 128))
+            pen += 0.03 * abs(d["stages"] - 2)
+        return self.RATE[kernel] * max(0.2, 1.0 - pen)
+
+    def runner(self, kernel: str, config: Any = None) -> Callable[..., Any]:
         def run(x):
             if kernel in self.fail:
                 raise RuntimeError(f"fake failure of {kernel}")
-            t = algo_flops(algo_of(kernel), x["shape"]) / self.RATE[kernel]
+            t = algo_flops(algo_of(kernel), x["shape"]) / self.rate(kernel, config)
             return {"time_s": t, "err": 0.05 if kernel in self.wrong else 2e-3}
 
         return run

@@ -36,9 +36,10 @@ def short_error(exc: BaseException, limit: int = 600) -> str:
 # --------------------------------------------------------------------------- rows
 
 def new_record(row) -> ResultRow:
-    """The record of a planned row before it runs: not ok, nothing measured."""
+    """The record of a planned row of the attention sweep before it runs: not ok, nothing measured."""
     return ResultRow(kernel=row.kernel, config=jsonable(config_dict(row.config)) if row.config is not None else None,
-                     config_label=row.label, why=row.why, predicted_rank=row.predicted_rank, shape=dict(row.shape))
+                     config_label=row.label, why=row.why, predicted_rank=row.predicted_rank, shape=dict(row.shape),
+                     pass_="fwd")   # the attention sweep times the forward
 
 
 def unrun_record(row, why: str) -> ResultRow:

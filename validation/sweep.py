@@ -72,7 +72,7 @@ class _Run:
     families: dict = field(default_factory=dict)
     peer_fns: dict = field(default_factory=dict)
     predictor: Predictor | None = None
-    algo_rows: list = field(default_factory=list)   # (peer, shape) of the algorithm phase
+    algo_rows: list = field(default_factory=list)   # the algorithm phase's rows (validation.algorithms.AlgoRow)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -159,7 +159,8 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.algo_rows = algorithm_rows(opts.quick, peers=opts.algo_peers) if ALGORITHMS in opts.only else []
+    run.algo_rows = (algorithm_rows(opts.quick, peers=opts.algo_peers, predictor=run.predictor, notes=results["notes"])
+                     if ALGORITHMS in opts.only else [])
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
     run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
     return plan

@@ -13,7 +13,8 @@ from .reports import cmd_gpus, cmd_validate
 EXAMPLES = {
     "predict": ["iomodel predict",
                 "iomodel predict --algo flash-attention-causal --gpu a100-sxm-80gb --seqlen 8192 --head-dim 64",
-                "iomodel predict --kernel flash_sm80 --tiles block_m=128,block_n=64,warps=4,stages=2 --json"],
+                "iomodel predict --kernel flash_sm80 --tiles block_m=128,block_n=64,warps=4,stages=2 --json",
+                "iomodel predict --kernel flash_bwd_sm80 --causal --kv-heads 4"],
     "tiles": ["iomodel tiles --kernel flash_sm80 --why", "iomodel tiles --algo matmul --m 4096 --top 5 --json"],
     "pseudocode": ["iomodel pseudocode", "iomodel pseudocode --algo flash-attention-causal --kernel flash_sm90",
                    "iomodel pseudocode --algo matmul --symbolic"],

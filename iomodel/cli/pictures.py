@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 
 from .diagram_args import USER_ALGO, diagram_families, is_diagram_algo
-from .problem import (ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, problem, refuse_gpu_options,
-                      uses_diagram)
+from .problem import (ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, is_causal, is_gqa, problem,
+                      refuse_gpu_options, uses_diagram)
 from .reports import PAGE_FORMATS
 
 DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
@@ -32,11 +32,11 @@ def _diagram_for(args):
     if args.algo == "attention-unfused":
         return library.unfused_attention()
     fam = _shown_family(args)
-    if fam != FLASH[0]:  # another family asked for: its own diagram (the Hopper one: warpgroups)
+    if fam != FLASH[0]:  # another family asked for: its own diagram (the Hopper one: warpgroups; the backward)
         from .. import families
-        return families.get(fam).build(args.algo == "flash-attention-causal", args.algo == "gqa")
-    kw = dict(kv_heads="Hk") if args.algo == "gqa" else {}
-    return library.flash_attention(causal=args.algo == "flash-attention-causal", **kw)
+        return families.get(fam).build(is_causal(args), is_gqa(args))
+    kw = dict(kv_heads="Hk") if is_gqa(args) else {}
+    return library.flash_attention(causal=is_causal(args), **kw)
 
 
 def _values_for(args, spec, cal) -> dict:
@@ -53,7 +53,7 @@ def _values_for(args, spec, cal) -> dict:
         vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
     if args.algo == "softmax":
         vals = {"n": vals.pop("R"), "m": vals.pop("C"), **vals}
-    if args.algo != "gqa":
+    if not is_gqa(args):
         vals.pop("Hk", None), vals.pop("g", None)
     return {k: int(v[0]) if hasattr(v, "__len__") else int(v) for k, v in vals.items()}
 

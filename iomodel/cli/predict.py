@@ -100,6 +100,7 @@ def _predictions(args, spec, shape, cal) -> list:
 
 
 def cmd_predict(args) -> int:
+    from .. import families
     from ..hardware import resolve_gpu
     from ..peers import peer_prediction
 
@@ -114,8 +115,8 @@ def cmd_predict(args) -> int:
         return 0
     for pred, n in results:
         print(describe_prediction(pred, spec, n))
-    if results[0][0].kernel.startswith("flash"):
-        peer = peer_prediction("sdpa_flash", spec, results[0][0].shape, cal)
+    if families.get(results[0][0].kernel).problem == "attention" and results[0][0].kernel.startswith("flash"):
+        peer = peer_prediction("sdpa_flash", spec, results[0][0].shape, cal)  # a forward peer: not the backward's
         if peer is not None:
             print(f"peer FlashAttention-2 (its stated tiles {peer.config.as_dict()}): predicted {peer.tflops:.1f} TFLOP/s, "
                   f"bottleneck {peer.bottleneck}")

@@ -14,9 +14,14 @@ from .diagram_args import (DIAGRAM_ALGOS, FLAG_SYMBOLS, STYLE_NAMES, USER_ALGO, 
                            is_diagram_algo, parse_sizes, positive)
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
-ALGOS = (*ATTENTION_ALGOS, *DIAGRAM_ALGOS, "softmax")
+BACKWARD_ALGOS = ("flash-attention-backward",)   # our kernels of the backward (the diagram's: attention-backward)
+ALGOS = (*ATTENTION_ALGOS, *BACKWARD_ALGOS, *DIAGRAM_ALGOS, "softmax")
 FLASH = ("flash_sm80", "flash_sm90")
+BACKWARD = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
+# the algorithms whose shape takes a causal mask from --causal (flash-attention-causal is one already)
+CAUSAL_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", *BACKWARD_ALGOS)
 ALGO_FAMILIES = {"flash-attention": FLASH, "flash-attention-causal": FLASH, "gqa": FLASH,
+                 "flash-attention-backward": BACKWARD,
                  "attention-unfused": ("unfused",), "softmax": ("softmax",),
                  **{a: STYLE_NAMES for a in (*DIAGRAM_ALGOS, USER_ALGO)},
                  "matmul": ("matmul_sm80", *STYLE_NAMES)}   # our matmul kernel, and the diagram in each style
@@ -38,7 +43,7 @@ SIZES = {
 }
 ATTENTION_SIZES = ("batch", "heads", "kv_heads", "seqlen", "kv_seqlen", "head_dim")
 MATMUL_SIZES = ("m", "n", "k")
-ALGO_SIZES = {**{a: ATTENTION_SIZES for a in ATTENTION_ALGOS},
+ALGO_SIZES = {**{a: ATTENTION_SIZES for a in (*ATTENTION_ALGOS, *BACKWARD_ALGOS)},
               **{a: tuple(FLAG_SYMBOLS.get(a, {})) for a in (*DIAGRAM_ALGOS, USER_ALGO)},
               "softmax": ("batch", "heads", "seqlen", "kv_seqlen")}   # rows = B * H * N_q, columns = N_k
 # the options that depend on the GPU; --symbolic pseudocode reads none of them
@@ -62,7 +67,10 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
 
         p.add_argument("--kernel", default="auto", choices=("auto", *families.FAMILIES, *STYLE_NAMES),
                        help="kernel family, one of the algorithm's, or for a diagram algorithm the kernel "
-                            "style (auto: every one the GPU runs)")
+                            "style (auto: every one the GPU runs); without --algo, a family picks its "
+                            "algorithm")
+        p.add_argument("--causal", action="store_true",
+                       help=f"causal mask (bottom-right), for --algo {', '.join(CAUSAL_ALGOS)}")
     if not gpu:
         return
     p.add_argument("--gpu", metavar="KEY|NAME|PATH",
@@ -89,13 +97,20 @@ def _flags(dests) -> str:
 
 
 def _algo(args, default: str) -> str:
-    """--algo, or `diagram` with --diagram (the two exclude each other)."""
+    """--algo, or `diagram` with --diagram (the two exclude each other); without either, the default
+    unless --kernel names a family of another algorithm: then its first (--kernel flash_bwd_sm80 alone
+    predicts the backward, as --kernel flash_sm80 alone predicts the forward)."""
     diagram = getattr(args, "diagram", None)
     if diagram is not None and args.algo is not None:
         raise UsageError("--algo and --diagram both name the algorithm; give one")
     if diagram is not None:
         return USER_ALGO
-    return args.algo or default
+    if args.algo is not None:
+        return args.algo
+    kernel = getattr(args, "kernel", "auto")
+    if kernel in ("auto", *STYLE_NAMES, *ALGO_FAMILIES[default]):
+        return default
+    return next((a for a, fams in ALGO_FAMILIES.items() if kernel in fams), default)
 
 
 def checked(args, reads_sizes=None, default_algo: str = ALGOS[0]) -> argparse.Namespace:
@@ -108,6 +123,8 @@ def checked(args, reads_sizes=None, default_algo: str = ALGOS[0]) -> argparse.Na
     extra = [d for d in _given(args, SIZES) if d not in reads]
     if extra:
         raise UsageError(f"{_flags(extra)} not used by --algo {algo}, which reads {_flags(ALGO_SIZES[algo])}")
+    if getattr(args, "causal", False) and algo not in CAUSAL_ALGOS:
+        raise UsageError(f"--causal not used by --algo {algo}; it masks {', '.join(CAUSAL_ALGOS)}")
     kernel = getattr(args, "kernel", "auto")
     if kernel != "auto" and kernel not in ALGO_FAMILIES[algo]:
         serves = [a for a, fams in ALGO_FAMILIES.items() if kernel in fams]
@@ -146,7 +163,18 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
     if args.heads % kv:
         raise UsageError(f"--heads ({args.heads}) must be a multiple of --kv-heads ({kv})")
     return fams, dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
-                      d=args.head_dim, causal=args.algo == "flash-attention-causal", dtype=args.dtype)
+                      d=args.head_dim, causal=is_causal(args), dtype=args.dtype)
+
+
+def is_causal(args) -> bool:
+    """The causal mask: --algo flash-attention-causal or --causal."""
+    return args.algo == "flash-attention-causal" or getattr(args, "causal", False)
+
+
+def is_gqa(args) -> bool:
+    """Grouped KV heads: --algo gqa, or --kv-heads other than --heads (a command with sizes)."""
+    kv = getattr(args, "kv_heads", None)
+    return args.algo == "gqa" or (kv is not None and kv != getattr(args, "heads", kv))
 
 
 def shipped_families(algo: str) -> list[str]:

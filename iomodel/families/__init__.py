@@ -2,19 +2,21 @@
 
 To add a family: write a module beside these with its config type (a TileConfig), shipped configs,
 search space, execution plan and diagram, ending in ``FAMILY = Family(...)``, and add it to
-``_MODULES``. The model, the tile search, the kernels' chooser, the harness and the CLI read it here.
+``_MODULES``; a module whose kernel has twins (flash_bwd_sm80 and its deterministic mode) lists them all
+in a ``FAMILIES`` tuple instead. The model, the tile search, the kernels' chooser, the harness and the
+CLI read them here.
 """
 from __future__ import annotations
 
 from ..errors import ModelError
 from ..names import suggest
-from . import flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
+from . import flash_bwd_sm80, flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
 from .base import Family, TileConfig
 
 __all__ = ["Family", "TileConfig", "FAMILIES", "get", "register", "for_problem", "suggest"]
 
-_MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax)
-FAMILIES: dict[str, Family] = {m.FAMILY.name: m.FAMILY for m in _MODULES}
+_MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax, flash_bwd_sm80)
+FAMILIES: dict[str, Family] = {f.name: f for m in _MODULES for f in getattr(m, "FAMILIES", (m.FAMILY,))}
 
 
 # families made at run time from a diagram and a kernel style (iomodel.diagram_family), by name

@@ -12,6 +12,11 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// Plain vector types of our own (NVRTC compiles these headers without the CUDA headers).
+struct alignas(8) f32x2 { float x, y; };
+struct alignas(16) f32x4 { float x, y, z, w; };
+struct alignas(16) u32x4 { u32 x, y, z, w; };
+
 // Element tags: the template parameter that selects the input dtype.
 struct bf16 { unsigned short bits; };
 struct fp16 { unsigned short bits; };
@@ -34,6 +39,10 @@ template <> struct Elem<bf16> {
         asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
         return r;
     }
+    // Unpack two values (bits 0..15 -> x, bits 16..31 -> y): a bf16 is the top half of a float.
+    static __device__ __forceinline__ f32x2 unpack(u32 w) {
+        return {__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)};
+    }
     // D = A * B + D, m16n8k16, fp32 accumulate.
     static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -48,6 +57,12 @@ template <> struct Elem<fp16> {
         u32 r;
         asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
         return r;
+    }
+    static __device__ __forceinline__ f32x2 unpack(u32 w) {
+        float lo, hi;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"((unsigned short)(w & 0xffffu)));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"((unsigned short)(w >> 16)));
+        return {lo, hi};
     }
     static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "

@@ -129,7 +129,8 @@ def test_version_help_defaults_and_examples(capsys):
     (["roofline", "--algo", "softmax"], "invalid choice: 'softmax'"),
     # options that need another one
     (["predict", "--tiles", "block_m=128,block_n=64,warps=4,stages=2"], "--tiles needs --kernel"),
-    (["predict", "--kernel", "matmul_sm80"], "--kernel matmul_sm80 serves --algo matmul, not flash-attention"),
+    (["predict", "--algo", "flash-attention", "--kernel", "matmul_sm80"],
+     "--kernel matmul_sm80 serves --algo matmul, not flash-attention"),
     (["pseudocode", "--algo", "matmul", "--kernel", "flash_sm90"], "serves --algo flash-attention"),
     (["pseudocode", "--symbolic", "--gpu", "a100-sxm-80gb"], "--gpu not used: --symbolic"),
     (["tiles", "--why-limit", "3"], "--why-limit not used without --why"),

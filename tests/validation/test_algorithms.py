@@ -1,5 +1,5 @@
-"""The sweep's algorithm phase (``--only algorithms``, the attention backward's peers included) and the L2
-ceiling's host side, without a GPU."""
+"""The sweep's algorithm phase (``--only algorithms``, the attention backward's peers and our backward
+kernels included) and the L2 ceiling's host side, without a GPU."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 import validation.algorithms as algorithms
-from iomodel.algo_peers import ALGO_PEERS, ALGO_SIZES, algo_flops
+from iomodel.algo_peers import ALGO_KERNELS, ALGO_PEERS, ALGO_SIZES, BACKWARD_KERNELS, algo_flops
 from iomodel.problems import conventional_flops
 from iomodel.results import load_results, shape_label
-from validation.algorithms import ALGORITHMS, BACKWARD_PEERS, BACKWARD_TOLERANCE, MATMUL_SHAPES, algorithm_rows
+from validation.algorithms import (ALGORITHMS, BACKWARD_PEERS, BACKWARD_SHAPES, BACKWARD_TOLERANCE, MATMUL_SHAPES,
+                                   algorithm_rows)
+from iomodel.families.flash_bwd_sm80 import SHIPPED
 from validation.fake_env import FakeAlgorithms, FakeEnv
 from validation.microbench import _check_l2_sums, l2_buffer_bytes, measure_l2
 from validation.plan import DEFAULT_ONLY, ONLY_CHOICES, make_shape
@@ -32,7 +34,7 @@ def no_model(monkeypatch):
 
 
 def test_the_rows_cover_the_issue():
-    rows = algorithm_rows()
+    rows = [(r.kernel, r.shape) for r in algorithm_rows()]
     matmuls = [s for k, s in rows if k == "torch_matmul"]
     assert len(matmuls) >= 10 and len(matmuls) == len(MATMUL_SHAPES)
     assert {"M": 8192, "N": 8192, "K": 8192, "dtype": "bf16"} in matmuls
@@ -41,8 +43,9 @@ def test_the_rows_cover_the_issue():
     assert any(s["K"] >= 65536 for s in matmuls)                        # K-large
     assert {"T": 8192, "D": 4096, "V": 128256, "dtype": "bf16"} in [s for k, s in rows if k == "torch_cross_entropy"]
     assert {"T": 16384, "D": 4096, "F": 14336, "dtype": "bf16"} in [s for k, s in rows if k == "torch_mlp"]
-    for kernel, shape in rows:   # the library diagrams' size names, and nothing else but the dtype
-        assert set(shape) == {*ALGO_SIZES[ALGO_PEERS[kernel]], "dtype"}
+    for kernel, shape in rows:   # the library diagrams' size names, and nothing else but the dtype (and causal)
+        algo = ALGO_KERNELS[kernel]
+        assert set(shape) == {*ALGO_SIZES[algo], "dtype", *(("causal",) if algo == "attention-backward" else ())}
     assert ALGORITHMS in ONLY_CHOICES and ALGORITHMS not in DEFAULT_ONLY   # the attention sweep is unchanged
 
 
@@ -52,13 +55,17 @@ def test_dry_run_of_the_algorithms(spec, tmp_path, no_model):
                     log=lambda m: None)
     rows = res["rows"]
     assert res["complete"] and res["rows_planned"] == len(rows) == len(algorithm_rows(quick=True))
-    assert {r["kernel"] for r in rows} == set(ALGO_PEERS)
-    assert all(r["ok"] and r["config"] is None and r["why"] == "peer" for r in rows)
+    assert {r["kernel"] for r in rows} == set(ALGO_KERNELS)
+    peers = [r for r in rows if r["kernel"] in ALGO_PEERS]
+    assert all(r["ok"] and r["config"] is None and r["why"] == "peer" for r in peers)
     for r in rows:
-        algo = ALGO_PEERS[r["kernel"]]
-        rate = FakeAlgorithms.RATE[r["kernel"]]
+        algo = ALGO_KERNELS[r["kernel"]]
+        rate = FakeAlgorithms().rate(r["kernel"], r["config"])
         assert r["measured_tflops"] == pytest.approx(algo_flops(algo, r["shape"]) / (r["measured_ms"] / 1e3) / 1e12)
         assert r["measured_tflops"] == pytest.approx(rate / 1e12, rel=0.02)
+        assert r.get("pass") == ("bwd" if algo == "attention-backward" else None)
+        if r["kernel"] in BACKWARD_KERNELS:   # our rows: the model of their own config (checked below)
+            continue
         if algo == "matmul":
             assert r["predicted_ms"] == pytest.approx(2.0) and r["predicted_bottleneck"] == "tensor"
             assert r["predicted_tflops"] == pytest.approx(algo_flops(algo, r["shape"]) / 2e-3 / 1e12)
@@ -124,35 +131,85 @@ def test_l2_buffer_must_be_a_power_of_two(size):
 # --------------------------------------------------------------------------- the attention backward
 
 BWD = {k for k, algo in ALGO_PEERS.items() if algo == "attention-backward"}
+N_CFG = sum(c.head_dim == 128 for c in SHIPPED)   # shipped configs of the last shape's head dim
+PER_SHAPE = 3 + N_CFG + 1   # the three SDPA backends, our shipped configs of the head dim, our deterministic pick
 
 
 def test_backward_rows_are_the_attention_sweeps_shapes():
-    rows = [(k, s) for k, s in algorithm_rows() if k in BWD]
+    all_rows = algorithm_rows()
+    rows = [(r.kernel, r.shape) for r in all_rows if r.kernel in BWD]
     assert BWD == {"torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd"}
-    assert len(rows) == 3 * 6 and {k for k, _s in rows} == BWD
-    assert {(s["N"], s["d"]) for _k, s in rows} == {(n, d) for n in (1024, 4096, 16384) for d in (64, 128)}
+    assert len(rows) == 3 * 20 and {k for k, _s in rows} == BWD and len(BACKWARD_SHAPES) == 20
+    assert {(s["N"], s["d"], s["causal"]) for _k, s in rows} == {
+        (n, d, c) for n in (1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)}
     for _k, s in rows:
         assert s["B"] * s["N"] == 16384 and s["H"] * s["d"] == 2048 and s["N"] == s["M"] and s["dtype"] == "bf16"
-        fwd = make_shape(s["N"], s["d"], False)
+        fwd = make_shape(s["N"], s["d"], s["causal"])
         assert algo_flops("attention-backward", s) == pytest.approx(2.5 * conventional_flops(fwd))
-        assert algo_flops("attention-backward", s) == 10 * s["B"] * s["H"] * s["N"] * s["M"] * s["d"]
-    # the three backends of one shape one after another, after the forward algorithms
-    kernels = [k for k, _s in algorithm_rows()]
-    assert kernels[-3:] == list(BACKWARD_PEERS) and kernels.index("torch_sdpa_flash_bwd") > kernels.index("torch_mlp")
+        assert algo_flops("attention-backward", s) == 10 * s["B"] * s["H"] * s["N"] * s["M"] * s["d"] / (
+            2 if s["causal"] else 1)
+    # a shape's rows together, after the forward algorithms: the backends, then our kernels
+    kernels = [r.kernel for r in all_rows]
+    assert kernels[-PER_SHAPE:] == [*BACKWARD_PEERS, *["flash_bwd_sm80"] * N_CFG, "flash_bwd_sm80_deterministic"]
+    assert kernels.index("torch_sdpa_flash_bwd") > kernels.index("torch_mlp")
     assert shape_label(rows[0][1]) == "B16 H32 N1024 M1024 d64"
+    assert shape_label(rows[3][1]) == "B16 H32 N1024 M1024 d64 causal"
+
+
+def test_causal_backward_flops_count_the_live_pairs():
+    full = {"B": 2, "H": 3, "N": 1000, "M": 3000, "d": 64, "dtype": "bf16"}
+    causal = {**full, "causal": True}
+    live = sum(min(i + 1 + 2000, 3000) for i in range(1000))   # query i sees keys up to i + (M - N)
+    full_flops = algo_flops("attention-backward", full)
+    assert algo_flops("attention-backward", causal) == pytest.approx(full_flops * live / 3e6)
+    square = {**full, "M": 1000}
+    assert algo_flops("attention-backward", {**square, "causal": True}) == algo_flops("attention-backward", square) / 2
 
 
 def test_algo_peers_selects_rows():
-    assert [k for k, _s in algorithm_rows(peers=("torch_sdpa_cudnn_bwd",))] == ["torch_sdpa_cudnn_bwd"] * 6
-    assert len(algorithm_rows(quick=True, peers=tuple(BWD))) == 3
+    assert [r.kernel for r in algorithm_rows(peers=("torch_sdpa_cudnn_bwd",))] == ["torch_sdpa_cudnn_bwd"] * 20
+    assert len(algorithm_rows(quick=True, peers=tuple(BWD))) == 3 * 2
     assert algorithm_rows(peers=()) == []
+    ours = algorithm_rows(quick=True, peers=("flash_bwd_sm80_deterministic",))
+    assert [(r.kernel, r.why, r.shape["causal"]) for r in ours] == [("flash_bwd_sm80_deterministic", "model-top", c)
+                                                                     for c in (False, True)]
+
+
+class _Reversed:
+    """A predictor ranking configs in the reverse of the shipped order, its last one infeasible."""
+
+    def __init__(self):
+        self.calls = []
+
+    def rank(self, kernel, shape, configs):
+        self.calls.append((kernel, shape))
+        return list(range(len(configs)))[::-1][1:], None
+
+
+def test_our_rows_in_the_models_order():
+    from iomodel.algo_peers import attention_shape
+
+    notes, model = [], _Reversed()
+    rows = algorithm_rows(quick=True, peers=BACKWARD_KERNELS, predictor=model, notes=notes)
+    first = [r for r in rows if not r.shape["causal"]]
+    shipped = [c for c in SHIPPED if c.head_dim == 64]
+    n = len(shipped)
+    assert [r.why for r in first] == ["sweep"] * n + ["model-top"] and not notes
+    assert [r.config for r in first[:n]] == [*shipped[n - 2::-1], shipped[-1]]   # the model's order, unranked last
+    assert [r.predicted_rank for r in first] == [*range(n - 1), None, 0]
+    assert first[n].config == shipped[n - 2]                                      # the deterministic kernel's pick
+    assert {k for k, _s in model.calls} == set(BACKWARD_KERNELS)
+    assert model.calls[0][1] == attention_shape(first[0].shape)             # ranked on the attention form
+    # no model: the shipped order (as the attention sweep's plan) and a note saying so
+    rows = algorithm_rows(quick=True, peers=("flash_bwd_sm80",), notes=notes)
+    assert [r.config for r in rows[:n]] == shipped and "model could not rank" in notes[0]
 
 
 class _Within(FakeAlgorithms):
     """Backward gradients off by 1.5%: inside the backward's tolerance, outside a forward's."""
 
-    def runner(self, kernel):
-        run = super().runner(kernel)
+    def runner(self, kernel, config=None):
+        run = super().runner(kernel, config)
         return lambda x: {**run(x), "err": 0.015}
 
 
@@ -163,13 +220,14 @@ def test_dry_run_of_the_backward_alone(spec, tmp_path, no_model):
                         dry_run=True, algo_peers=tuple(sorted(BWD)))
     res = run_sweep(env, spec, opts, log=lambda m: None)
     rows = res["rows"]
-    assert res["complete"] and res["rows_planned"] == len(rows) == 18 and {r["kernel"] for r in rows} == BWD
+    assert res["complete"] and res["rows_planned"] == len(rows) == 60 and {r["kernel"] for r in rows} == BWD
     assert res["options"]["algo_peers"] == sorted(BWD)
     for r in rows:
         if r["kernel"] == "torch_sdpa_cudnn_bwd":
             assert not r["ok"] and "fake failure of torch_sdpa_cudnn_bwd" in r["error"]
             continue
         assert r["ok"] and r["max_rel_err"] == pytest.approx(0.015) and 0.015 < BACKWARD_TOLERANCE
+        assert r["pass"] == "bwd"
         rate = FakeAlgorithms.RATE[r["kernel"]]
         assert r["measured_tflops"] == pytest.approx(rate / 1e12, rel=0.02)
     assert {c[0] for c in no_model} == {"attention-backward"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,19 @@ def test_dry_run_json_summary(no_torch_env, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads(r.stdout)  # accuracy.Report's fields
     assert report["ours"]["n"] > 0 and report["calibrations"][0]["gpu_key"] == "h100-sxm"
+
+
+def test_dry_run_of_our_backward_kernels(no_torch_env, tmp_path):
+    """--algo-peers takes our backward kernels' names; their rows say pass bwd and the report gives
+    their error apart from the forward's."""
+    out = tmp_path / "bwd.json"
+    r = _run(["run", "--dry-run", "--quick", "--only", "algorithms", "--algo-peers",
+              "flash_bwd_sm80,flash_bwd_sm80_deterministic,torch_sdpa_flash_bwd", "--no-ceilings",
+              "--out", str(out), "--seed", "2"], no_torch_env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert re.search(r"\] flash_bwd_sm80 \d+x\d+ w\d s\d B16 H32 N1024 M1024 d64 causal: ", r.stderr), r.stderr
+    assert "our backward kernels (bwd)" in r.stdout and "Our attention backward kernels" in r.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert len({row["shape"]["causal"] for row in rows}) == 2 and {row["kernel"] for row in rows} == {
+        "flash_bwd_sm80", "flash_bwd_sm80_deterministic", "torch_sdpa_flash_bwd"}
+    assert all(row["ok"] and row["pass"] == "bwd" for row in rows)

@@ -57,17 +57,20 @@ def test_l2_read_kernel_measures_and_checks():
 
 # --------------------------------------------------------------------------- the attention backward
 
-BWD_SHAPE = {"B": 2, "H": 3, "N": 256, "M": 256, "d": 64, "dtype": "bf16"}
+BWD_SHAPE = {"B": 2, "H": 3, "N": 256, "M": 256, "d": 64, "causal": False, "dtype": "bf16"}
 BWD = ("torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd")
+OURS = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("kernel", BWD)
-def test_backward_peer_passes_its_check(kernel):
+def test_backward_peer_passes_its_check(kernel, causal):
     algos = TorchAlgorithms(torch)
-    inputs = algos.make_inputs(kernel, BWD_SHAPE, 2, seed=6)
-    q, k, v, out, dout = inputs[0]
+    inputs = algos.make_inputs(kernel, {**BWD_SHAPE, "causal": causal}, 2, seed=6)
+    q, k, v, out, dout, flag = inputs[0]
     assert q.shape == (2, 3, 256, 64) and q.requires_grad and q.is_leaf and q.dtype == torch.bfloat16
     assert out.grad_fn is not None and dout.stride() == out.stride() and float(dout.float().abs().sum()) > 0
+    assert flag is causal
     err, finite = algos.check(kernel, algos.runner(kernel), inputs)
     assert finite and err < 2e-2
     right = algos.runner(kernel)
@@ -75,12 +78,44 @@ def test_backward_peer_passes_its_check(kernel):
     assert finite and err > 5e-2
 
 
+def test_a_causal_forward_checked_against_the_full_reference_fails():
+    """The reference follows the row's causality: a causal backward is wrong against the full one."""
+    algos = TorchAlgorithms(torch)
+    inputs = algos.make_inputs("torch_sdpa_flash_bwd", {**BWD_SHAPE, "causal": True}, 1, seed=9)
+    q, k, v, out, dout, _causal = inputs[0]
+    err, finite = algos.check("torch_sdpa_flash_bwd", algos.runner("torch_sdpa_flash_bwd"),
+                              [(q, k, v, out, dout, False)])
+    assert finite and err > 5e-2
+
+
 def test_backward_reference_in_chunks_equals_one_piece(monkeypatch):
     import validation.algo_torch as algo_torch
 
     algos = TorchAlgorithms(torch)
-    q, k, v, _out, dout = algos.make_inputs("torch_sdpa_flash_bwd", BWD_SHAPE, 1, seed=7)[0]
-    whole = algos._backward_reference(q, k, v, dout)
+    q, k, v, _out, dout, _causal = algos.make_inputs("torch_sdpa_flash_bwd", BWD_SHAPE, 1, seed=7)[0]
+    whole = algos._backward_reference(q, k, v, dout, True)
     monkeypatch.setattr(algo_torch, "_REF_ELEMENTS", 256 * 256 * 2)   # two of the six heads at a time
-    for a, b in zip(whole, algos._backward_reference(q, k, v, dout)):
+    for a, b in zip(whole, algos._backward_reference(q, k, v, dout, True)):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kernel", OURS)
+def test_our_backward_passes_the_peers_check(kernel, causal):
+    kernels = pytest.importorskip("kernels")
+    if not hasattr(kernels, "flash_attention_backward"):
+        pytest.skip("kernels.flash_attention_backward not there yet")
+    from iomodel.families.flash_bwd_sm80 import SHIPPED
+
+    algos = TorchAlgorithms(torch)
+    shape = {**BWD_SHAPE, "causal": causal}
+    inputs = algos.make_inputs(kernel, shape, 2, seed=10)
+    q, k, v, out, lse, dout, flag = inputs[0]
+    assert not q.requires_grad and lse.shape == (2, 3, 256) and lse.dtype == torch.float32 and flag is causal
+    assert float(dout.float().abs().sum()) > 0 and dout.stride() == out.stride()
+    cfg = next(c for c in SHIPPED if c.head_dim == 64)
+    err, finite = algos.check(kernel, algos.runner(kernel, cfg), inputs)
+    assert finite and err < 2e-2
+    right = algos.runner(kernel, cfg)
+    err, finite = algos.check(kernel, lambda *a: tuple(g * 1.1 for g in right(*a)), inputs)
+    assert finite and err > 5e-2

@@ -1,0 +1,107 @@
+"""FlashAttention as a differentiable PyTorch operator.
+
+Two custom operators (``torch.library.custom_op``), so that ``torch.compile`` sees each as one opaque
+node with a known output shape (its fake implementation) instead of breaking the graph at our ctypes
+launches:
+
+* ``iomodel::flash_attn_fwd(q, k, v, causal, scale, backend, fwd_config) -> (out, lse)``
+* ``iomodel::flash_attn_bwd(dout, q, k, v, out, lse, causal, scale, bwd_config, deterministic)
+  -> (dq, dk, dv)``
+
+The forward's autograd formula saves q, k, v, out and the LSE (one float per row) and calls the
+backward operator; nothing of size N_q x N_k is kept.  Configs cross the operator boundary as lists of
+their integer fields (a custom operator takes no Python objects): [] asks the model.  torch is imported
+here, and the operators are registered on the first call.
+"""
+from __future__ import annotations
+
+import functools
+
+__all__ = ["flash_attention", "config_fields"]
+
+
+def _typed(family: str, config, d: int):
+    """A config of `family` (typed, or a mapping of its fields) as the typed config, or None."""
+    if config is None:
+        return None
+    from iomodel import families
+
+    return families.get(family).config(config, {"d": d})
+
+
+def config_fields(config) -> list[int]:
+    """A typed config (or None) as the operators' int list (its fields in order; [] for None)."""
+    return [] if config is None else [int(x) for x in config.as_dict().values()]
+
+
+def _config(fields, family: str):
+    """The typed config of an int list (None for [])."""
+    if not fields:
+        return None
+    from iomodel import families
+
+    return families.get(family).config_type(*fields)
+
+
+@functools.cache
+def _ops():
+    """Register the two operators and the forward's autograd formula (once per process)."""
+    import torch
+
+    from . import dispatch
+    from . import flash_bwd_sm80
+
+    @torch.library.custom_op("iomodel::flash_attn_fwd", mutates_args=())
+    def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, backend: str,
+            fwd_config: list[int], bwd_config: list[int], deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        # backend is the family's (sm80 | sm90); the backward's config and mode ride along for autograd
+        family = dispatch.FLASH_BACKENDS[backend]
+        return dispatch.runner(family).attention(q, k, v, causal=causal, config=_config(fwd_config, family),
+                                                 scale=scale, return_lse=True)
+
+    @fwd.register_fake
+    def _(q, k, v, causal, scale, backend, fwd_config, bwd_config, deterministic):
+        B, H, N, d = q.shape
+        return q.new_empty((B, H, N, d)), q.new_empty((B, H, N), dtype=torch.float32)
+
+    @torch.library.custom_op("iomodel::flash_attn_bwd", mutates_args=())
+    def bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+            lse: torch.Tensor, causal: bool, scale: float, bwd_config: list[int],
+            deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = _config(bwd_config, flash_bwd_sm80.FAMILY)
+        return flash_bwd_sm80.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=cfg,
+                                       deterministic=deterministic)
+
+    @bwd.register_fake
+    def _(dout, q, k, v, out, lse, causal, scale, bwd_config, deterministic):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v, causal, scale, _backend, _fwd_cfg, bwd_config, deterministic = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.scale, ctx.bwd_config, ctx.deterministic = causal, scale, bwd_config, deterministic
+
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = bwd(dout, q, k, v, out, lse, ctx.causal, ctx.scale, ctx.bwd_config, ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None, None
+
+    fwd.register_autograd(backward, setup_context=setup_context)
+    return fwd, bwd
+
+
+def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_config, deterministic: bool):
+    """(O, LSE) of the FlashAttention forward through the differentiable operator (kernels.flash_attention):
+    the forward family and config are resolved here (the model's pick for None), so the operator gets
+    plain values."""
+    from . import dispatch
+    from .checks import check_scale
+    from .flash_bwd_sm80 import FAMILY as BWD
+
+    fwd, _bwd = _ops()
+    family, cfg = dispatch.flash_family(q, k, v, causal, config, backend)
+    d = q.shape[-1]
+    backend = next(b for b, f in dispatch.FLASH_BACKENDS.items() if f == family)
+    return fwd(q, k, v, bool(causal), check_scale(scale, d), backend, config_fields(_typed(family, cfg, d)),
+               config_fields(_typed(BWD, bwd_config, d)), bool(deterministic))

@@ -1,0 +1,581 @@
+// FlashAttention-2 backward, Ampere-style (mma.sync m16n8k16 + ldmatrix + cp.async), sm_80 and newer.
+//
+// Four kernels (kernels/flash_bwd_sm80.py launches them in this order):
+//   1. flash_bwd_dot_kernel      D = rowsum(dO * O), L2 = LSE * log2(e) (+inf for a row that sees no key
+//                                and for the padding rows), both padded to N_qp = whole query tiles; zeroes
+//                                the fp32 dQ accumulator (atomic mode).
+//   2. flash_bwd_kernel          a block owns BLOCK_K keys of one (batch, KV head); its warps own
+//                                BLOCK_K / WARPS of them each.  Query tiles of BLOCK_Q rows stream through
+//                                STAGES SMEM slots (with GQA: every query head of the group in turn):
+//                                  S^T = K Q^T, P^T = exp2(S^T * scale*log2e - L2), dV += P^T dO,
+//                                  dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q
+//                                dK and dV stay in registers; dS^T goes to SMEM and, with WITH_DQ,
+//                                dQ += dS K is added into the fp32 accumulator with atomics.
+//   3. flash_bwd_convert_kernel  dQ = scale * accumulator in the input dtype (atomic mode), or
+//      flash_bwd_dq_kernel       (deterministic mode) a block owns BLOCK_Q query rows, a warp 16 of them,
+//                                and streams K/V chunks: S, P, dP, dS recomputed, dQ += dS K in registers.
+//
+// The softmax scale is folded into the exponent (exp2) and applied to dK and dQ at the end.
+// Causal masking is bottom-right aligned: key j is visible from query i iff j <= i + N_k - N_q.
+// Shared-memory tiles are row-major with the 16-byte chunks XOR-swizzled (see iom_common.cuh).
+#pragma once
+#include "iom_common.cuh"
+
+namespace iom {
+
+// fp32 atomic add of two neighbours (sm_90 has a vector reduction; older GPUs add one at a time)
+// fp32 atomic add of four neighbours (sm_90 has a vector reduction; older GPUs add one at a time).
+// IOM_BWD_SKIP_ATOMICS: a profiling switch only (dQ is then wrong): what the atomic adds cost.
+__device__ __forceinline__ void red_add4(float* p, float a, float b, float c, float d) {
+#if defined(IOM_BWD_SKIP_ATOMICS)
+    if (a == 12345.f && b == 54321.f && c == d) *p = a;   // keeps the dQ product alive
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#else
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p), "f"(a) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p + 1), "f"(b) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p + 2), "f"(c) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(p + 3), "f"(d) : "memory");
+#endif
+}
+
+// How the warps of flash_bwd_kernel split a (BLOCK_Q x HEAD_DIM) dQ tile: WQ x WD warps, each QT m16 row
+// tiles (32 rows where the warps allow: two row tiles share each K fragment) by DW head dims.
+//
+// The fp32 accumulator is kept in the order the warps hold it, not row-major: in each query tile's
+// BLOCK_Q*HEAD_DIM floats, the accumulator quad (one m16 x n8 tile's 4 registers: rows r, r+8 x columns
+// c, c+1) of lane l, tile qd of warp w sits at ((w * QUADS + qd) * 32 + l) * 4.  A warp's atomic add of a
+// quad then covers 512 contiguous bytes, where row-major order would scatter it over 8 rows.
+// flash_bwd_convert_kernel undoes the order.
+template <int BLOCK_Q, int WARPS, int HEAD_DIM>
+struct DqLayout {
+    static constexpr int WQ = (WARPS < BLOCK_Q / 32) ? WARPS : BLOCK_Q / 32;
+    static constexpr int WD = WARPS / WQ;
+    static constexpr int QT = BLOCK_Q / 16 / WQ;
+    static constexpr int DW = HEAD_DIM / WD;
+    static constexpr int QUADS = QT * DW / 8;   // quads per lane
+    // (row, column) inside the tile of a quad's first value
+    static __device__ __forceinline__ void where(int warp, int qd, int lane, int& row, int& col) {
+        const int wq = warp % WQ, wd = warp / WQ, qt = qd / (DW / 8), dt = qd % (DW / 8);
+        row = (wq * QT + qt) * 16 + (lane >> 2);
+        col = wd * DW + dt * 8 + 2 * (lane & 3);
+    }
+};
+
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+// ------------------------------------------------------------------------------------------ 1. D, L2
+// One 16-byte chunk (8 elements) per thread; HEAD_DIM/8 threads share a row.  Grid: (N_qp / ROWS, H, B).
+template <class T, int HEAD_DIM>
+__global__ void __launch_bounds__(256)
+flash_bwd_dot_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
+                     float* __restrict__ delta, float* __restrict__ lse2, float* __restrict__ dq_acc,
+                     i64 o_sb, i64 o_sh, i64 o_sn, i64 d_sb, i64 d_sh, i64 d_sn,
+                     int H, int N_q, int N_qp) {
+    constexpr int CPR = HEAD_DIM / 8;
+    constexpr int ROWS = 256 / CPR;
+    const int c = threadIdx.x % CPR;
+    const int row = blockIdx.x * ROWS + threadIdx.x / CPR;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const i64 bh = (i64)b * H + h;
+    float acc = 0.f;
+    if (row < N_q) {
+        const u32x4 ov = *reinterpret_cast<const u32x4*>(o + b * o_sb + h * o_sh + (i64)row * o_sn + c * 8);
+        const u32x4 dv = *reinterpret_cast<const u32x4*>(dout + b * d_sb + h * d_sh + (i64)row * d_sn + c * 8);
+        const u32 ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            f32x2 a = Elem<T>::unpack(ow[i]), g = Elem<T>::unpack(dw[i]);
+            acc = fmaf(a.x, g.x, fmaf(a.y, g.y, acc));
+        }
+    }
+#pragma unroll
+    for (int off = CPR / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (row < N_qp) {
+        if (c == 0) {
+            const float l = row < N_q ? lse[bh * N_q + row] : neg_inf();
+            delta[bh * N_qp + row] = acc;
+            // a row that sees no key (L = -inf) and a padding row get P = exp2(s - inf) = 0
+            lse2[bh * N_qp + row] = (l == neg_inf()) ? pos_inf() : l * 1.4426950408889634f;
+        }
+        if (dq_acc != nullptr) {
+            f32x4* z = reinterpret_cast<f32x4*>(dq_acc + (bh * N_qp + row) * HEAD_DIM + c * 8);
+            z[0] = f32x4{0.f, 0.f, 0.f, 0.f};
+            z[1] = f32x4{0.f, 0.f, 0.f, 0.f};
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------ 3a. dQ out
+// dQ = scale * accumulator (in DqLayout's order), rows < N_q; a thread per quad (two rows, two columns).
+// Grid: (N_qp * HEAD_DIM / 4 / 256, H, B).
+template <class T, int HEAD_DIM, int BLOCK_Q, int WARPS>
+__global__ void __launch_bounds__(256)
+flash_bwd_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, i64 q_sb, i64 q_sh, i64 q_sn,
+                         int H, int N_q, int N_qp, float scale) {
+    using L = DqLayout<BLOCK_Q, WARPS, HEAD_DIM>;
+    constexpr int TILE_QUADS = BLOCK_Q * HEAD_DIM / 4;
+    const i64 id = (i64)blockIdx.x * 256 + threadIdx.x;   // quad index in this (b, h)
+    const int h = blockIdx.y, b = blockIdx.z;
+    if (id >= (i64)N_qp * HEAD_DIM / 4) return;
+    const int tile = (int)(id / TILE_QUADS), in_tile = (int)(id % TILE_QUADS);
+    const int lane = in_tile % 32, rest = in_tile / 32;
+    int row, col;
+    L::where(rest / L::QUADS, rest % L::QUADS, lane, row, col);
+    row += tile * BLOCK_Q;
+    const f32x4 x = *reinterpret_cast<const f32x4*>(dq_acc + ((i64)b * H + h) * N_qp * HEAD_DIM + id * 4);
+    T* dst = dq + b * q_sb + h * q_sh + col;
+    if (row < N_q) *reinterpret_cast<u32*>(dst + (i64)row * q_sn) = Elem<T>::pack(x.x * scale, x.y * scale);
+    if (row + 8 < N_q) *reinterpret_cast<u32*>(dst + (i64)(row + 8) * q_sn) = Elem<T>::pack(x.z * scale, x.w * scale);
+}
+
+// Per-lane ldmatrix offsets of a tile whose rows are HEAD_DIM 16-bit values (see flash_fwd_sm80.cuh):
+// lane l addresses row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4); xo[kk & 3] + (kk >> 2) * 128
+// is the byte offset for k16 step kk.
+template <int ROW_BYTES>
+__device__ __forceinline__ void lane_offsets(int lane, u32 (&xo)[4]) {
+    const u32 lane_off = (u32)(lane & 15) * ROW_BYTES;
+    const int x = (lane >> 4) ^ (lane & 7);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
+}
+
+// acc[R][N/8][4] += A (R m16 tiles at a_base, rows of ROW_BYTES) * B^T where B's rows (the n side) are
+// at b_base; both contract over KD (HEAD_DIM) values.  A and B non-transposed (ldmatrix x4).
+template <class T, int R, int N, int KD, int ROW_BYTES>
+__device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u32 b_base, const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk) {
+        u32 a[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            ldsm_x4(a_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + r * 16 * ROW_BYTES), a[r][0], a[r][1], a[r][2], a[r][3]);
+#pragma unroll
+        for (int np = 0; np < N / 16; ++np) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * np], a[r], b0, b2);
+                E::mma(acc[r][2 * np + 1], a[r], b1, b3);
+            }
+        }
+    }
+}
+
+// acc[R][DN/8][4] += A * B where A is in registers (R m16 tiles, K/16 k16 steps of packed fragments) and
+// B is a row-major [K][HEAD_DIM] SMEM tile (ldmatrix .trans); DN head dims from column d0 on.
+template <class T, int R, int K, int DN, int ROW_BYTES>
+__device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a)[R][K / 16][4], u32 b_base,
+                                       int d0, const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < DN / 16; ++dp) {
+            const int g = d0 / 16 + dp;
+            u32 b0, b1, b2, b3;
+            ldsm_x4_trans(b_base + xo[g & 3] + (u32)((g >> 2) * 128 + kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * dp], a[r][kk], b0, b1);
+                E::mma(acc[r][2 * dp + 1], a[r][kk], b2, b3);
+            }
+        }
+    }
+}
+
+template <int R, int N>
+__device__ __forceinline__ void zero(float (&x)[R][N][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[r][n][e] = 0.f;
+}
+
+// Accumulator tiles (m16 x n8, fp32) -> packed A fragments of the next product (k16 steps).
+template <class T, int R, int N>
+__device__ __forceinline__ void to_a(const float (&x)[R][N][4], u32 (&a)[R][N / 2][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+                a[r][n >> 1][(n & 1) * 2 + hh] = Elem<T>::pack(x[r][n][2 * hh], x[r][n][2 * hh + 1]);
+}
+
+// Write R m16 tiles of HEAD_DIM accumulators (times `mul`) to rows row0 + ... of a global tensor.
+template <class T, int R, int HEAD_DIM>
+__device__ __forceinline__ void store_rows(T* g, i64 stride, int row0, int rows_valid, const float (&x)[R][HEAD_DIM / 8][4],
+                                           float mul, int lane) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = row0 + r * 16 + (lane >> 2) + hh * 8;
+            if (row < rows_valid) {
+                T* dst = g + (i64)row * stride + 2 * (lane & 3);
+#pragma unroll
+                for (int dt = 0; dt < HEAD_DIM / 8; ++dt)
+                    *reinterpret_cast<u32*>(dst + dt * 8) = Elem<T>::pack(x[r][dt][2 * hh] * mul, x[r][dt][2 * hh + 1] * mul);
+            }
+        }
+}
+
+// ------------------------------------------------------------------------------------------ 2. dK, dV (dQ)
+template <class T, int BLOCK_Q, int BLOCK_K, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL, bool WITH_DQ>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                 const T* __restrict__ dout, const float* __restrict__ lse2, const float* __restrict__ delta,
+                 float* __restrict__ dq_acc, T* __restrict__ dk, T* __restrict__ dv,
+                 i64 q_sb, i64 q_sh, i64 q_sn, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn,
+                 i64 o_sb, i64 o_sh, i64 o_sn, i64 dk_sb, i64 dk_sh, i64 dk_sn, i64 dv_sb, i64 dv_sh, i64 dv_sn,
+                 int H, int group, int N_q, int N_k, int N_qp, float scale_log2, float scale) {
+    constexpr int THREADS = WARPS * 32;
+    constexpr int MT = BLOCK_K / WARPS / 16;        // m16 key tiles per warp
+    constexpr int NQ = BLOCK_Q / 8;                 // n8 query tiles of S^T
+    constexpr int DT = HEAD_DIM / 8;
+    constexpr int CPR = HEAD_DIM / 8;
+    constexpr int ROW_BYTES = HEAD_DIM * 2;
+    constexpr int DS_CPR = BLOCK_Q / 8;             // 16-byte chunks of a dS^T row in SMEM
+    constexpr int DS_ROW_BYTES = BLOCK_Q * 2;
+    using DQ = DqLayout<BLOCK_Q, WARPS, HEAD_DIM>;
+    constexpr int WQ = DQ::WQ, QT = DQ::QT, DW = DQ::DW;   // the dQ tile's split over the warps
+    static_assert(sizeof(T) == 2, "16-bit inputs only");
+    static_assert(BLOCK_K % (16 * WARPS) == 0 && MT >= 1, "each warp owns a multiple of 16 keys");
+    static_assert(BLOCK_Q == 32 || BLOCK_Q == 64 || BLOCK_Q == 128, "BLOCK_Q is 32, 64 or 128");
+    static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
+    static_assert(WARPS % WQ == 0 && DW % 16 == 0, "the dQ tile splits over the warps in 16x16 pieces");
+    static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hk = blockIdx.y, b = blockIdx.z;
+    const int n0 = blockIdx.x * BLOCK_K;
+    const int diag = N_k - N_q;
+    const int n_qt = (N_q + BLOCK_Q - 1) / BLOCK_Q;
+    // causal: the first query that sees a key of this tile is n0 - diag
+    const int q_first = IS_CAUSAL ? max(0, n0 - diag) / BLOCK_Q : 0;
+    const int per_head = max(0, n_qt - q_first);
+    const int total = per_head * group;
+    const int warp_k0 = warp * MT * 16;             // this warp's first key row in the tile
+
+    T* dkg = dk + (i64)b * dk_sb + (i64)hk * dk_sh;
+    T* dvg = dv + (i64)b * dv_sb + (i64)hk * dv_sh;
+    float acc_dk[MT][DT][4], acc_dv[MT][DT][4];
+    zero(acc_dk);
+    zero(acc_dv);
+    if (total == 0) {   // no query sees these keys: dK = dV = 0
+        store_rows<T, MT, HEAD_DIM>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, 0.f, lane);
+        store_rows<T, MT, HEAD_DIM>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 0.f, lane);
+        return;
+    }
+
+    // SMEM: [K | V | STAGES x (Q | dO | L2 | D) | dS^T]
+    const u32 sK = smem_addr(dyn_smem());
+    const u32 sV = sK + BLOCK_K * ROW_BYTES;
+    const u32 sSlots = sV + BLOCK_K * ROW_BYTES;
+    constexpr u32 SLOT_BYTES = 2u * BLOCK_Q * ROW_BYTES + 2u * BLOCK_Q * 4;
+    const u32 sDS = sSlots + STAGES * SLOT_BYTES;
+    const float* slot_f = reinterpret_cast<const float*>(dyn_smem() + 2 * BLOCK_K * ROW_BYTES + 2 * BLOCK_Q * ROW_BYTES);
+
+    {   // K and V of this tile: one commit group with the first query tile
+        using KLoader = TileLoader<BLOCK_K, CPR, THREADS>;
+        const KLoader lk(tid);
+        const T* kg = k + (i64)b * k_sb + (i64)hk * k_sh + (i64)(n0 + lk.r0) * k_sn + lk.c8;
+        const T* vg = v + (i64)b * v_sb + (i64)hk * v_sh + (i64)(n0 + lk.r0) * v_sn + lk.c8;
+        lk.load(sK, kg, (i64)KLoader::RSTEP * k_sn, N_k - n0, CPR, k);
+        lk.load(sV, vg, (i64)KLoader::RSTEP * v_sn, N_k - n0, CPR, v);
+    }
+    using QLoader = TileLoader<BLOCK_Q, CPR, THREADS>;
+    const QLoader lq(tid);
+    auto load_tile = [&](int t) {   // query tile t of the block's sequence into slot t % STAGES
+        if (t >= total) return;
+        const int h = hk * group + t / per_head;
+        const int q0 = (q_first + t % per_head) * BLOCK_Q;
+        const u32 slot = sSlots + (t % STAGES) * SLOT_BYTES;
+        const T* qg = q + (i64)b * q_sb + (i64)h * q_sh + (i64)(q0 + lq.r0) * q_sn + lq.c8;
+        const T* og = dout + (i64)b * o_sb + (i64)h * o_sh + (i64)(q0 + lq.r0) * o_sn + lq.c8;
+        lq.load(slot, qg, (i64)QLoader::RSTEP * q_sn, N_q - q0, CPR, q);
+        lq.load(slot + BLOCK_Q * ROW_BYTES, og, (i64)QLoader::RSTEP * o_sn, N_q - q0, CPR, dout);
+        if (tid < BLOCK_Q / 4) {   // L2 and D rows are padded to whole tiles: no bounds
+            const i64 row = ((i64)b * H + h) * N_qp + q0 + tid * 4;
+            cp_async16(slot + 2 * BLOCK_Q * ROW_BYTES + tid * 16, lse2 + row, 16);
+            cp_async16(slot + 2 * BLOCK_Q * ROW_BYTES + BLOCK_Q * 4 + tid * 16, delta + row, 16);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+        load_tile(s);
+        cp_async_commit();
+    }
+
+    u32 xo[4];
+    lane_offsets<ROW_BYTES>(lane, xo);
+    const int col_lane = 2 * (lane & 3);
+    const u32 k_warp = sK + (u32)warp_k0 * ROW_BYTES;
+    const u32 v_warp = sV + (u32)warp_k0 * ROW_BYTES;
+    // dQ: warp (wq, wd) owns rows wq*16*QT.. and head dims wd*DW..; kq[dp]: its ldmatrix offsets of
+    // K's dims (wd*DW/16 + dp)*16.. (the xo rule with a run-time chunk: XOR touches the low 3 bits only)
+    const int wq = warp % WQ, wd = warp / WQ;
+    u32 kq[DW / 16];
+#pragma unroll
+    for (int dp = 0; dp < DW / 16; ++dp)
+        kq[dp] = (u32)(lane & 15) * ROW_BYTES + (u32)(((2 * (wd * (DW / 16) + dp)) ^ ((lane >> 4) ^ (lane & 7))) << 4);
+
+    for (int t = 0; t < total; ++t) {
+        const int h = hk * group + t / per_head;
+        const int q0 = (q_first + t % per_head) * BLOCK_Q;
+        const u32 slot = sSlots + (t % STAGES) * SLOT_BYTES;
+        const u32 sQ = slot, sO = slot + BLOCK_Q * ROW_BYTES;
+        const float* sL = slot_f + (t % STAGES) * (SLOT_BYTES / 4);
+        const float* sD = sL + BLOCK_Q;
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();   // tile t visible to all; every warp is done with tile t-1's dQ (dS^T free)
+
+        // ---- S^T = K Q^T, then P^T (masked: causal diagonal, key tail) --------------------------
+        float s[MT][NQ][4];
+        zero(s);
+        mma_abt<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(s, k_warp, sQ, xo);
+        const bool mask = (n0 + BLOCK_K > N_k) || (IS_CAUSAL && q0 < n0 + BLOCK_K - 1 - diag);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int key = n0 + warp_k0 + mt * 16 + (lane >> 2) + hh * 8;
+#pragma unroll
+                for (int nt = 0; nt < NQ; ++nt) {
+                    const f32x2 l2 = *reinterpret_cast<const f32x2*>(sL + nt * 8 + col_lane);
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float x = s[mt][nt][2 * hh + e];
+                        if (mask) {
+                            const int qi = q0 + nt * 8 + col_lane + e;
+                            if (key >= N_k || (IS_CAUSAL && qi < key - diag)) x = neg_inf();
+                        }
+                        s[mt][nt][2 * hh + e] = ex2(fmaf(x, scale_log2, -(e ? l2.y : l2.x)));
+                    }
+                }
+            }
+
+        // ---- dV += P^T dO ------------------------------------------------------------------------
+        {
+            u32 pa[MT][NQ / 2][4];
+            to_a<T, MT, NQ>(s, pa);
+            mma_rb<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(acc_dv, pa, sO, 0, xo);
+        }
+        // ---- dP^T = V dO^T; dS^T = P^T (dP^T - D) ------------------------------------------------
+        {
+            float dp[MT][NQ][4];
+            zero(dp);
+            mma_abt<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(dp, v_warp, sO, xo);
+#pragma unroll
+            for (int nt = 0; nt < NQ; ++nt) {
+                const f32x2 dd = *reinterpret_cast<const f32x2*>(sD + nt * 8 + col_lane);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        s[mt][nt][2 * hh] *= dp[mt][nt][2 * hh] - dd.x;
+                        s[mt][nt][2 * hh + 1] *= dp[mt][nt][2 * hh + 1] - dd.y;
+                    }
+            }
+        }
+        // ---- dK += dS^T Q; dS^T -> SMEM ----------------------------------------------------------
+        {
+            u32 da[MT][NQ / 2][4];
+            to_a<T, MT, NQ>(s, da);
+            mma_rb<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(acc_dk, da, sQ, 0, xo);
+            if constexpr (WITH_DQ) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const int row = warp_k0 + mt * 16 + (lane >> 2) + hh * 8;
+#pragma unroll
+                        for (int nt = 0; nt < NQ; ++nt) {
+                            const u32 addr = sDS + (u32)(row * DS_ROW_BYTES + (swizzle<DS_CPR>(row, nt) << 4) + (lane & 3) * 4);
+                            asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(da[mt][nt >> 1][(nt & 1) * 2 + hh]) : "memory");
+                        }
+                    }
+            }
+        }
+        __syncthreads();   // dS^T complete; every warp is done with this slot's Q, dO, L2, D
+        load_tile(t + STAGES);
+        cp_async_commit();
+
+        // ---- dQ += dS K (atomics into the fp32 accumulator) -----------------------------------------
+        if constexpr (WITH_DQ) {
+            float acc_dq[QT][DW / 8][4];
+            zero(acc_dq);
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+                u32 a[QT][4];
+                // dS rows are dS^T's columns: ldmatrix .trans of (keys kk*16.., queries) blocks; lane l
+                // addresses key row (l & 7) + 8 * (l >> 4) and query chunk ((l >> 3) & 1)
+                const int krow = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+                for (int qt = 0; qt < QT; ++qt) {
+                    const int qc = (wq * QT + qt) * 2 + ((lane >> 3) & 1);
+                    ldsm_x4_trans(sDS + (u32)(krow * DS_ROW_BYTES + (swizzle<DS_CPR>(krow, qc) << 4)),
+                                  a[qt][0], a[qt][1], a[qt][2], a[qt][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < DW / 16; ++dp) {
+                    u32 b0, b1, b2, b3;
+                    ldsm_x4_trans(sK + kq[dp] + (u32)(kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+                    for (int qt = 0; qt < QT; ++qt) {
+                        Elem<T>::mma(acc_dq[qt][2 * dp], a[qt], b0, b1);
+                        Elem<T>::mma(acc_dq[qt][2 * dp + 1], a[qt], b2, b3);
+                    }
+                }
+            }
+            // DqLayout's order: quad qd of this lane at ((warp * QUADS + qd) * 32 + lane) * 4
+            float* dqg = dq_acc + (((i64)b * H + h) * N_qp + q0) * HEAD_DIM + (warp * DQ::QUADS * 32 + lane) * 4;
+#pragma unroll
+            for (int qt = 0; qt < QT; ++qt)
+#pragma unroll
+                for (int dt = 0; dt < DW / 8; ++dt) {
+                    const float* a = acc_dq[qt][dt];
+                    red_add4(dqg + (qt * (DW / 8) + dt) * 128, a[0], a[1], a[2], a[3]);
+                }
+        }
+    }
+    cp_async_wait<0>();
+
+    store_rows<T, MT, HEAD_DIM>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, scale, lane);
+    store_rows<T, MT, HEAD_DIM>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 1.f, lane);
+}
+
+// ------------------------------------------------------------------------------------------ 3b. dQ, deterministic
+// A block owns BLOCK_Q query rows of one (batch, head), a warp 16 of them; K and V chunks of BLOCK_K keys
+// stream through STAGES slots.  dQ is summed in registers in key order and written once.
+template <class T, int BLOCK_Q, int BLOCK_K, int STAGES, int HEAD_DIM, bool IS_CAUSAL>
+__global__ void __launch_bounds__(BLOCK_Q * 2, 1)
+flash_bwd_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                    const T* __restrict__ dout, const float* __restrict__ lse2, const float* __restrict__ delta,
+                    T* __restrict__ dq,
+                    i64 q_sb, i64 q_sh, i64 q_sn, i64 k_sb, i64 k_sh, i64 k_sn, i64 v_sb, i64 v_sh, i64 v_sn,
+                    i64 o_sb, i64 o_sh, i64 o_sn, i64 dq_sb, i64 dq_sh, i64 dq_sn,
+                    int H, int group, int N_q, int N_k, int N_qp, float scale_log2, float scale) {
+    constexpr int WARPS = BLOCK_Q / 16;
+    constexpr int THREADS = WARPS * 32;
+    constexpr int NK = BLOCK_K / 8;
+    constexpr int DT = HEAD_DIM / 8;
+    constexpr int CPR = HEAD_DIM / 8;
+    constexpr int ROW_BYTES = HEAD_DIM * 2;
+    static_assert(BLOCK_K % 16 == 0, "BLOCK_K is a multiple of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / group;
+    const int m0 = blockIdx.x * BLOCK_Q;
+    const int diag = N_k - N_q;
+    int n_blocks = (N_k + BLOCK_K - 1) / BLOCK_K;
+    if (IS_CAUSAL) {
+        const int last_key = min(m0 + BLOCK_Q, N_q) - 1 + diag;
+        n_blocks = min(n_blocks, last_key < 0 ? 0 : last_key / BLOCK_K + 1);
+    }
+    T* dqg = dq + (i64)b * dq_sb + (i64)h * dq_sh;
+    float acc[1][DT][4];
+    zero(acc);
+    const int row0 = m0 + warp * 16;
+    if (n_blocks <= 0) {
+        store_rows<T, 1, HEAD_DIM>(dqg, dq_sn, row0, N_q, acc, 0.f, lane);
+        return;
+    }
+
+    // SMEM: [Q | dO | STAGES x (K | V)]
+    const u32 sQ = smem_addr(dyn_smem());
+    const u32 sO = sQ + BLOCK_Q * ROW_BYTES;
+    const u32 sKV = sO + BLOCK_Q * ROW_BYTES;
+    constexpr u32 SLOT_BYTES = 2u * BLOCK_K * ROW_BYTES;
+    {
+        using QLoader = TileLoader<BLOCK_Q, CPR, THREADS>;
+        const QLoader lq(tid);
+        lq.load(sQ, q + (i64)b * q_sb + (i64)h * q_sh + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn,
+                N_q - m0, CPR, q);
+        lq.load(sO, dout + (i64)b * o_sb + (i64)h * o_sh + (i64)(m0 + lq.r0) * o_sn + lq.c8,
+                (i64)QLoader::RSTEP * o_sn, N_q - m0, CPR, dout);
+    }
+    using KLoader = TileLoader<BLOCK_K, CPR, THREADS>;
+    const KLoader lk(tid);
+    const T* k_src = k + (i64)b * k_sb + (i64)hk * k_sh + (i64)lk.r0 * k_sn + lk.c8;
+    const T* v_src = v + (i64)b * v_sb + (i64)hk * v_sh + (i64)lk.r0 * v_sn + lk.c8;
+    auto load_kv = [&](int j) {
+        if (j >= n_blocks) return;
+        const u32 slot = sKV + (j % STAGES) * SLOT_BYTES;
+        lk.load(slot, k_src + (i64)j * BLOCK_K * k_sn, (i64)KLoader::RSTEP * k_sn, N_k - j * BLOCK_K, CPR, k);
+        lk.load(slot + BLOCK_K * ROW_BYTES, v_src + (i64)j * BLOCK_K * v_sn, (i64)KLoader::RSTEP * v_sn,
+                N_k - j * BLOCK_K, CPR, v);
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+        load_kv(s);
+        cp_async_commit();
+    }
+
+    // this thread's two rows: L2 and D (padded arrays: no bounds)
+    const i64 bh = ((i64)b * H + h) * N_qp;
+    float l2[2], dd[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        l2[hh] = lse2[bh + row0 + (lane >> 2) + hh * 8];
+        dd[hh] = delta[bh + row0 + (lane >> 2) + hh * 8];
+    }
+    u32 xo[4];
+    lane_offsets<ROW_BYTES>(lane, xo);
+    const int col_lane = 2 * (lane & 3);
+    const u32 q_warp = sQ + (u32)(warp * 16) * ROW_BYTES;
+    const u32 o_warp = sO + (u32)(warp * 16) * ROW_BYTES;
+    const int mask_from = IS_CAUSAL ? min(N_k - BLOCK_K, m0 + diag - BLOCK_K + 1) : N_k - BLOCK_K;
+
+    for (int j = 0; j < n_blocks; ++j) {
+        const u32 sK = sKV + (j % STAGES) * SLOT_BYTES;
+        const u32 sV = sK + BLOCK_K * ROW_BYTES;
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();
+        float s[1][NK][4];
+        zero(s);
+        mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(s, q_warp, sK, xo);
+        const int c0 = j * BLOCK_K;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = row0 + (lane >> 2) + hh * 8;
+#pragma unroll
+            for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float x = s[0][nt][2 * hh + e];
+                    if (c0 > mask_from) {
+                        const int key = c0 + nt * 8 + col_lane + e;
+                        if (key >= N_k || (IS_CAUSAL && key > row + diag)) x = neg_inf();
+                    }
+                    s[0][nt][2 * hh + e] = ex2(fmaf(x, scale_log2, -l2[hh]));
+                }
+        }
+        {
+            float dp[1][NK][4];
+            zero(dp);
+            mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(dp, o_warp, sV, xo);
+#pragma unroll
+            for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[0][nt][e] *= dp[0][nt][e] - dd[e >> 1];
+        }
+        u32 da[1][NK / 2][4];
+        to_a<T, 1, NK>(s, da);
+        mma_rb<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(acc, da, sK, 0, xo);
+        __syncthreads();   // every warp is done with slot j % STAGES
+        load_kv(j + STAGES);
+        cp_async_commit();
+    }
+    cp_async_wait<0>();
+    store_rows<T, 1, HEAD_DIM>(dqg, dq_sn, row0, N_q, acc, scale, lane);
+}
+
+}  // namespace iom

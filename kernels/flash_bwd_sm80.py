@@ -1,0 +1,178 @@
+"""FlashAttention-2 backward with mma.sync (family ``flash_bwd_sm80``, ``csrc/flash_bwd_sm80.cuh``):
+argument checks, workspace and the three launches.  One module per (config, dtype, causal, mode), built
+for the device's own architecture.
+
+Atomic mode (the default): the dot kernel (D = rowsum(dO * O), base-2 LSE, zeroed fp32 dQ accumulator),
+the main kernel (dK, dV in registers, dQ added with fp32 atomics into an accumulator kept in the order
+the warps hold it, so that each warp's add covers contiguous memory), the conversion of dQ.  Deterministic
+mode: the main kernel without dQ, then a kernel that owns query tiles and sums dQ in key order; the same
+inputs give the same bits run after run.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+from iomodel.families import flash_bwd_sm80 as _fam
+
+from . import compile, driver, runtime
+from .dispatch import prepare
+
+__all__ = ["FAMILY", "DETERMINISTIC", "backward", "module", "kernel_names"]
+
+FAMILY = "flash_bwd_sm80"
+DETERMINISTIC = "flash_bwd_sm80_deterministic"
+HEADER = "flash_bwd_sm80.cuh"
+_ROWS_THREADS = 256   # the dot and convert kernels: 256 threads, a 16-byte chunk each
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def dq_block_k(cfg) -> int:
+    """Key chunk of the deterministic dQ kernel: the config's, at most 64 at head dim 128 (S, dP and dQ
+    of a warp's 16 rows all live in registers there)."""
+    return cfg.block_k if cfg.head_dim <= 64 else min(cfg.block_k, 64)
+
+
+def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:
+    """Template-ids of (dot, main, dQ) kernels of one variant."""
+    t, d = f"iom::{dtype}", cfg.head_dim
+    dot = f"iom::flash_bwd_dot_kernel<{t}, {d}>"
+    main = (f"iom::flash_bwd_kernel<{t}, {cfg.block_q}, {cfg.block_k}, {cfg.warps}, {cfg.stages}, {d}, "
+            f"{_b(causal)}, {_b(not deterministic)}>")
+    if deterministic:
+        dq = f"iom::flash_bwd_dq_kernel<{t}, {cfg.block_q}, {dq_block_k(cfg)}, {cfg.stages}, {d}, {_b(causal)}>"
+    else:
+        dq = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_q}, {cfg.warps}>"
+    return dot, main, dq
+
+
+def module(cfg, dtype: str, causal: bool, deterministic: bool, arch: str) -> compile.Module:
+    """The compiled module of one variant for `arch`; needs no GPU."""
+    return compile.build(f'#include "{HEADER}"\n', arch, names=kernel_names(cfg, dtype, causal, deterministic),
+                         label=FAMILY, flags=compile.MMA_SYNC_FLAGS)
+
+
+def dq_smem(cfg, elem_bytes: int = 2) -> int:
+    """Dynamic SMEM of the deterministic dQ kernel with its key chunk."""
+    return (2 * cfg.block_q + 2 * cfg.stages * dq_block_k(cfg)) * cfg.head_dim * elem_bytes
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(index: int, cfg, dtype: str, causal: bool, deterministic: bool) -> tuple:
+    arch = compile.nvrtc_arch(driver.capability(index))
+    mod = module(cfg, dtype, causal, deterministic, arch)
+    dot, main, dq = kernel_names(cfg, dtype, causal, deterministic)
+    return (driver.kernel(index, mod, dot, 0), driver.kernel(index, mod, main, cfg.smem_bytes()),
+            driver.kernel(index, mod, dq, dq_smem(cfg) if deterministic else 0))
+
+
+def _check_like(name: str, t, ref, shape: tuple) -> None:
+    """`t` (out or dout) must be a tensor like q: same shape, dtype and device, rows of stride 1."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have q's shape {shape}, got {tuple(t.shape)}")
+    if t.dtype != ref.dtype or t.device != ref.device:
+        raise ValueError(f"{name} must be {ref.dtype} on {ref.device} like q, got {t.dtype} on {t.device}")
+
+
+def _rows_ok(t) -> bool:
+    """Stride 1 along d, 16-byte aligned rows and start (what the kernels' 16-byte loads need)."""
+    return (t.stride(3) == 1 and t.data_ptr() % 16 == 0
+            and all(t.stride(i) % 8 == 0 or t.shape[i] == 1 for i in range(3)))
+
+
+def _check_lse(lse, shape: tuple, q) -> None:
+    import torch
+
+    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(f"lse must be a float32 tensor on {q.device} (the forward's return_lse=True output)")
+    if tuple(lse.shape) != shape[:3]:
+        raise ValueError(f"lse must have shape {shape[:3]} (B, H, N_q), got {tuple(lse.shape)}")
+
+
+def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False):
+    """dQ, dK, dV of softmax(scale q k^T [+ causal mask]) v given dO = `dout`.
+
+    q (B, H, N_q, d), k and v (B, H_kv, N_k, d) as for the forward; `out` and `lse` (B, H, N_q; float32,
+    natural log) are the forward's outputs (``flash_attention(..., return_lse=True)``); `dout` has q's
+    shape and dtype (copied when its rows are not contiguous).  config: a FlashBwdConfig (or a dict of its
+    fields); None asks the model.  deterministic: dQ summed in a fixed order (no atomics).  Returns dq
+    like q, dk and dv like k and v (contiguous)."""
+    import torch
+
+    family = DETERMINISTIC if deterministic else FAMILY
+    call = prepare(family, q, k, v, causal, config, scale)
+    s, cfg = call.shape, call.config
+    B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
+    shape = (B, H, N_q, d)
+    _check_like("out", out, q, shape)
+    _check_like("dout", dout, q, shape)
+    _check_lse(lse, shape, q)
+    out = out if _rows_ok(out) else out.contiguous()
+    dout = dout if _rows_ok(dout) else dout.contiguous()
+    lse = lse.contiguous()
+
+    n_qp = math.ceil(N_q / cfg.block_q) * cfg.block_q
+    dev = q.device
+    delta = torch.empty((B, H, n_qp), dtype=torch.float32, device=dev)
+    lse2 = torch.empty((B, H, n_qp), dtype=torch.float32, device=dev)
+    dq_acc = None if deterministic else torch.empty((B, H, n_qp, d), dtype=torch.float32, device=dev)
+    dq = runtime.empty(shape, q.dtype, dev)
+    dk = runtime.empty((B, H_kv, N_k, d), q.dtype, dev)
+    dv = runtime.empty((B, H_kv, N_k, d), q.dtype, dev)
+    dot, main, last = _kernels(call.device, cfg, s["dtype"], s["causal"], bool(deterministic))
+    i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
+    rows = _ROWS_THREADS // (d // 8)
+
+    driver.launch(dot, (math.ceil(n_qp / rows), H, B), (_ROWS_THREADS, 1, 1),
+                  [ptr(out), ptr(dout), ptr(lse), ptr(delta), ptr(lse2), ptr(dq_acc), *st(out), *st(dout),
+                   i32(H), i32(N_q), i32(n_qp)], 0)
+    common = [i32(H), i32(H // H_kv), i32(N_q), i32(N_k), i32(n_qp), f32(call.scale * runtime.LOG2E),
+              f32(call.scale)]
+    driver.launch(main, (math.ceil(N_k / cfg.block_k), H_kv, B), (cfg.threads, 1, 1),
+                  [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(lse2), ptr(delta), ptr(dq_acc), ptr(dk), ptr(dv),
+                   *st(q), *st(k), *st(v), *st(dout), *st(dk), *st(dv), *common], call.smem)
+    if deterministic:
+        driver.launch(last, (n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
+                      [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(lse2), ptr(delta), ptr(dq),
+                       *st(q), *st(k), *st(v), *st(dout), *st(dq), *common], dq_smem(cfg))
+    else:
+        # a thread per accumulator quad (the accumulator is in the warps' order: csrc DqLayout)
+        driver.launch(last, (math.ceil(n_qp * d // 4 / _ROWS_THREADS), H, B), (_ROWS_THREADS, 1, 1),
+                      [ptr(dq_acc), ptr(dq), *st(dq), i32(H), i32(N_q), i32(n_qp), f32(call.scale)], 0)
+    return dq, dk, dv
+
+
+# ---------------------------------------------------------------------------- offline builds (nvcc, ptxas)
+_PARAMS = {  # parameter lists of the four kernels, for explicit instantiation (they match the header)
+    "dot": "const {T}*, const {T}*, const float*, float*, float*, float*, " + "long long, " * 6 + "int, int, int",
+    "convert": "const float*, {T}*, long long, long long, long long, int, int, int, float",
+    "main": "const {T}*, const {T}*, const {T}*, const {T}*, const float*, const float*, float*, {T}*, {T}*, "
+            + "long long, " * 18 + "int, int, int, int, int, float, float",
+    "dq": "const {T}*, const {T}*, const {T}*, const {T}*, const float*, const float*, {T}*, "
+          + "long long, " * 15 + "int, int, int, int, int, float, float",
+}
+
+
+def instantiation_unit(configs, dtypes=("bf16",), causal=(False, True), modes=(False, True)) -> str:
+    """A .cu unit that explicitly instantiates every kernel of the given variants (for nvcc and ptxas)."""
+    lines, seen = [f'#include "{HEADER}"', ""], set()
+    for cfg in configs:
+        for dtype in dtypes:
+            for c in causal:
+                for det in modes:
+                    dot, main, last = kernel_names(cfg, dtype, c, det)
+                    kinds = (("dot", dot), ("main", main), ("dq" if det else "convert", last))
+                    for kind, name in kinds:
+                        if name not in seen:
+                            seen.add(name)
+                            params = _PARAMS[kind].format(T=f"iom::{dtype}")
+                            lines.append(f"template __global__ void {name}({params});")
+    return "\n".join(lines) + "\n"
