@@ -8,14 +8,14 @@ launches:
 * ``iomodel::flash_attn_bwd(dout, q, k, v, out, lse, causal, scale, bwd_config, deterministic)
   -> (dq, dk, dv)``
 
-The forward's autograd formula saves q, k, v, out and the LSE (one float per row) and calls the
+The operators are registered when this module is imported (kernels.flash_attention imports it when an
+input requires grad), so a compiled region never traces their registration.  The forward's autograd
+formula saves q, k, v, out and the LSE (one float per row) and calls the
 backward operator; nothing of size N_q x N_k is kept.  Configs cross the operator boundary as lists of
-their integer fields (a custom operator takes no Python objects): [] asks the model.  torch is imported
-here, and the operators are registered on the first call.
+their integer fields (a custom operator takes no Python objects): [] asks the model, inside the operator.
 """
-from __future__ import annotations
-
-import functools
+# no `from __future__ import annotations`: torch.library reads the operators' annotations as types
+import torch
 
 __all__ = ["flash_attention", "config_fields"]
 
@@ -43,21 +43,22 @@ def _config(fields, family: str):
     return families.get(family).config_type(*fields)
 
 
-@functools.cache
-def _ops():
-    """Register the two operators and the forward's autograd formula (once per process)."""
-    import torch
-
+def _register():
+    """Register the two operators and the forward's autograd formula (once: at import)."""
     from . import dispatch
     from . import flash_bwd_sm80
 
     @torch.library.custom_op("iomodel::flash_attn_fwd", mutates_args=())
     def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, backend: str,
             fwd_config: list[int], bwd_config: list[int], deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        # backend is the family's (sm80 | sm90); the backward's config and mode ride along for autograd
-        family = dispatch.FLASH_BACKENDS[backend]
-        return dispatch.runner(family).attention(q, k, v, causal=causal, config=_config(fwd_config, family),
-                                                 scale=scale, return_lse=True)
+        # with a config, backend names its family (sm80 | sm90); without, the model picks here, inside
+        # the operator, where torch.compile does not trace; the backward's config and mode ride along
+        if fwd_config:
+            family = dispatch.FLASH_BACKENDS[backend]
+            cfg = _config(fwd_config, family)
+        else:
+            family, cfg = dispatch.flash_family(q, k, v, causal, None, backend)
+        return dispatch.runner(family).attention(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True)
 
     @fwd.register_fake
     def _(q, k, v, causal, scale, backend, fwd_config, bwd_config, deterministic):
@@ -91,17 +92,23 @@ def _ops():
     return fwd, bwd
 
 
+FWD, BWD_OP = _register()
+
+
 def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_config, deterministic: bool):
-    """(O, LSE) of the FlashAttention forward through the differentiable operator (kernels.flash_attention):
-    the forward family and config are resolved here (the model's pick for None), so the operator gets
-    plain values."""
-    from . import dispatch
+    """(O, LSE) of the FlashAttention forward through the differentiable operator (kernels.flash_attention).
+    Only plain values cross into the operator; with config=None nothing here calls the model, so
+    torch.compile traces this function without a break."""
     from .checks import check_scale
     from .flash_bwd_sm80 import FAMILY as BWD
 
-    fwd, _bwd = _ops()
-    family, cfg = dispatch.flash_family(q, k, v, causal, config, backend)
     d = q.shape[-1]
-    backend = next(b for b, f in dispatch.FLASH_BACKENDS.items() if f == family)
-    return fwd(q, k, v, bool(causal), check_scale(scale, d), backend, config_fields(_typed(family, cfg, d)),
+    fields = []
+    if config is not None:   # a config picks its family: pass its backend with its fields
+        from . import dispatch
+
+        family = dispatch.flash_family(q, k, v, causal, config, backend)[0]
+        backend = next(b for b, f in dispatch.FLASH_BACKENDS.items() if f == family)
+        fields = config_fields(_typed(family, config, d))
+    return FWD(q, k, v, bool(causal), check_scale(scale, d), backend, fields,
                config_fields(_typed(BWD, bwd_config, d)), bool(deterministic))

@@ -14,7 +14,7 @@ import ctypes
 import functools
 import math
 
-from iomodel.families import flash_bwd_sm80 as _fam
+from iomodel.families.flash_bwd_sm80 import dq_block_k
 
 from . import compile, driver, runtime
 from .dispatch import prepare
@@ -29,12 +29,6 @@ _ROWS_THREADS = 256   # the dot and convert kernels: 256 threads, a 16-byte chun
 
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
-
-
-def dq_block_k(cfg) -> int:
-    """Key chunk of the deterministic dQ kernel: the config's, at most 64 at head dim 128 (S, dP and dQ
-    of a warp's 16 rows all live in registers there)."""
-    return cfg.block_k if cfg.head_dim <= 64 else min(cfg.block_k, 64)
 
 
 def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:

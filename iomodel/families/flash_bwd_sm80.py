@@ -15,6 +15,7 @@ Kernels: kernels/csrc/flash_bwd_sm80.cuh, launched by kernels/flash_bwd_sm80.py.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..limits import GRID_YZ_MAX, blocks
@@ -25,6 +26,13 @@ MMA = 16                      # mma.sync m16n8k16: row tiles and k steps come in
 HEAD_DIMS = (64, 128)
 BLOCK_Q = (32, 64, 128)       # powers of two: dS^T rows in SMEM hold block_q/8 swizzled 16-byte chunks
 STAGES = (1, 2)
+
+
+def kv_warps(block_k: int, warps: int) -> tuple[int, int]:
+    """How the main kernel's warps split a key tile: (along the keys, along the queries of S^T and the
+    head dims of dK, dV); a warp owns 32 keys where the warps allow (two m16 tiles share each fragment)."""
+    along_k = max(1, min(warps, block_k // (2 * MMA)))
+    return along_k, warps // along_k
 
 
 def dq_warps(block_q: int, warps: int) -> tuple[int, int]:
@@ -55,9 +63,10 @@ class FlashBwdConfig(TileConfig):
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Dynamic shared memory of the main kernel, in bytes (exact): K and V tiles, `stages` slots of
-        (Q, dO) tiles and (LSE, D) rows, and the dS^T tile; no padding (XOR swizzle)."""
+        (Q, dO) tiles and (LSE, D) rows, the P^T and dS^T tiles (P^T unused where one warp spans the
+        queries: it then stays in registers); no padding (XOR swizzle)."""
         tiles = (2 * self.block_k + 2 * self.stages * self.block_q) * self.head_dim * elem_bytes
-        return tiles + 2 * self.stages * self.block_q * 4 + self.block_k * self.block_q * elem_bytes
+        return tiles + 2 * self.stages * self.block_q * 4 + 2 * self.block_k * self.block_q * elem_bytes
 
     def dq_smem_bytes(self, elem_bytes: int = 2) -> int:
         """Dynamic shared memory of the deterministic dQ kernel: Q and dO tiles and `stages` (K, V) chunks."""
@@ -67,8 +76,8 @@ class FlashBwdConfig(TileConfig):
         p = []
         if self.warps < 1:
             p.append("warps must be >= 1")
-        elif self.block_k <= 0 or self.block_k % (MMA * self.warps) != 0:
-            p.append(f"block_k ({self.block_k}) must be a positive multiple of 16*warps ({MMA * self.warps})")
+        elif self.block_k <= 0 or self.block_k % (2 * MMA) != 0:
+            p.append(f"block_k ({self.block_k}) must be a positive multiple of 32 (warps own 32 keys, or share them)")
         if self.block_q not in BLOCK_Q:
             p.append(f"block_q ({self.block_q}) must be one of {', '.join(map(str, BLOCK_Q))}")
         if self.stages not in STAGES:
@@ -76,6 +85,11 @@ class FlashBwdConfig(TileConfig):
         if self.head_dim not in HEAD_DIMS:
             p.append(f"head_dim ({self.head_dim}) must be one of {', '.join(map(str, HEAD_DIMS))}")
         if not p:
+            along_k, along_x = kv_warps(self.block_k, self.warps)
+            if self.warps % along_k or self.block_k % (MMA * along_k) or self.block_q % (MMA * along_x) \
+                    or self.head_dim % (MMA * along_x):
+                p.append(f"the key tile ({self.block_k} keys, {self.block_q} queries, {self.head_dim} dims) does "
+                         f"not split over {self.warps} warps ({along_k} along the keys) in 16s")
             along_q, along_d = dq_warps(self.block_q, self.warps)
             if self.warps % along_q or self.head_dim % (MMA * along_d):
                 p.append(f"the dQ tile ({self.block_q}x{self.head_dim}) does not split over {self.warps} warps "
@@ -90,10 +104,10 @@ def _shipped(*rows: tuple[int, int, int, int], head_dim: int) -> tuple[FlashBwdC
 #: Shipped configurations: (block_q, block_k, warps, stages) per head dim; tests/kernels/test_build_bwd.py
 #: builds them for sm_80 and sm_90a and reads ptxas's registers and spills.
 SHIPPED: tuple[FlashBwdConfig, ...] = _shipped(
-    (64, 128, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2), (32, 128, 4, 2), (32, 64, 4, 2),
+    (32, 128, 4, 2), (32, 128, 4, 1), (64, 64, 4, 2), (128, 128, 8, 2), (32, 64, 4, 2),
     head_dim=64,
 ) + _shipped(
-    (64, 128, 8, 2), (64, 64, 4, 2), (32, 128, 8, 2), (64, 128, 8, 1), (32, 64, 4, 2),
+    (64, 64, 4, 2), (64, 128, 8, 2), (64, 128, 8, 1), (32, 128, 8, 2), (32, 64, 4, 2),
     head_dim=128,
 )
 
@@ -136,15 +150,16 @@ def _diagram_args(causal: bool, gqa: bool) -> dict:
 
 
 def _diagram(causal: bool, gqa: bool):
-    """dS^T goes through SMEM (the kernel's dS^T buffer), so the warps split dQ's tile between them
-    rather than each holding a partial of all of it (iomodel.registers)."""
+    """dS^T and P^T go through SMEM (the kernel's buffers: the warps split S^T over keys and queries, dK
+    and dV over keys and head dims), so the warps split dQ's tile between them rather than each holding a
+    partial of all of it (iomodel.registers)."""
     import dataclasses
 
     from diagrams import library
 
     prog = library.attention_backward(**_diagram_args(causal, gqa))
     dot, main = prog.kernels
-    return dataclasses.replace(prog, kernels=(dot, main.stage("dS", "smem")))
+    return dataclasses.replace(prog, kernels=(dot, main.stage("dS", "smem").stage("P", "smem")))
 
 
 def _deterministic_diagram(causal: bool, gqa: bool):
@@ -167,11 +182,18 @@ def _dq_chunks(configs: list) -> dict:
     return {"Bq": np.array([dq_block_k(c) for c in configs], dtype=np.float64)}
 
 
+#: The mma_sync style's plan (iomodel.styles) with less interleaving: these kernels keep dK and dV in
+#: registers all along and run at the register cap (ptxas: 238 to 255 a thread), so a warp cannot keep its
+#: next fragments' loads in flight over a product and a second warp per scheduler hides little of its
+#: phases.  1.1 is the value that fits the H100 measurements of the shipped configs (validation/results,
+#: the backward rows: docs/kernels_bwd.md); the forward's 1.4 left the backward 24% optimistic.
+BACKWARD_PLAN = dataclasses.replace(MMA_SYNC.plan, interleave_max=1.1)
+
 _COMMON = dict(
     problem="attention-backward",   # FLOPs: iomodel.problems (10 B H N_q N_k d, the live part when causal)
     config_type=FlashBwdConfig,
     symbols={"block_q": "Br", "block_k": "Bc", "warps": "w", "stages": "st"},
-    plan=MMA_SYNC.plan,   # the mma_sync style is this kernel's code (iomodel.styles)
+    plan=BACKWARD_PLAN,
     label_format="{block_q}x{block_k} w{warps} s{stages}",
     space={"block_q": BLOCK_Q, "block_k": (32, 64, 96, 128, 192, 256), "warps": (1, 2, 4, 8), "stages": STAGES},
     shipped=SHIPPED,
@@ -189,6 +211,7 @@ DETERMINISTIC = Family(
     name="flash_bwd_sm80_deterministic",
     description="FlashAttention-2 backward, mma.sync + cp.async, dQ by a kernel of its own (no atomics)",
     build=_deterministic_diagram, workspace_bytes=_deterministic_workspace_bytes, derived_symbols=_dq_chunks,
-    **_COMMON)
+    # its dQ kernel holds no dK, dV: a forward-like kernel, the style's own interleaving
+    kernel_plans={"attention-backward-dq": MMA_SYNC.plan}, **_COMMON)
 
 FAMILIES = (FAMILY, DETERMINISTIC)   # the registry lists both (iomodel.families)

@@ -226,6 +226,111 @@ __device__ __forceinline__ void store_rows(T* g, i64 stride, int row0, int rows_
         }
 }
 
+// Per-lane ldmatrix offsets of 16-column groups g0, g0+1, ... of a tile of HEAD_DIM-value rows, for a
+// run-time g0 (the xo rule: XOR touches the low 3 bits of the chunk only).
+template <int N, int ROW_BYTES>
+__device__ __forceinline__ void group_offsets(int lane, int g0, u32 (&off)[N]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+        off[j] = (u32)(lane & 15) * ROW_BYTES + (u32)(((2 * (g0 + j)) ^ ((lane >> 4) ^ (lane & 7))) << 4);
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled SMEM tile of CPR chunks a row.
+template <int CPR>
+__device__ __forceinline__ u32 chunk_at(int row, int chunk) {
+    return (u32)(row * CPR * 16 + (swizzle<CPR>(row, chunk) << 4));
+}
+
+// acc[R][DN/8][4] += A * B: A (R m16 row tiles from row a_row0 of a swizzled [rows][K] SMEM tile of K/8
+// chunks a row: P^T or dS^T), B a row-major [K][HEAD_DIM] SMEM tile read transposed at the columns of
+// `boff` (group_offsets).  Contracts over all K columns of A.
+template <class T, int R, int K, int DN, int ROW_BYTES>
+__device__ __forceinline__ void mma_sb(float (&acc)[R][DN / 8][4], u32 a_base, int a_row0, u32 b_base,
+                                       const u32 (&boff)[DN / 16], int lane) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        u32 a[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            ldsm_x4(a_base + chunk_at<K / 8>(a_row0 + r * 16 + (lane & 15), 2 * kk + (lane >> 4)),
+                    a[r][0], a[r][1], a[r][2], a[r][3]);
+#pragma unroll
+        for (int dp = 0; dp < DN / 16; ++dp) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4_trans(b_base + boff[dp] + (u32)(kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * dp], a[r], b0, b1);
+                E::mma(acc[r][2 * dp + 1], a[r], b2, b3);
+            }
+        }
+    }
+}
+
+// Call f(r, n, hh, addr) for each 16-bit pair this thread holds of R m16 x (N*8) accumulator tiles placed
+// at (row0, col0) of a swizzled [rows][COLS] SMEM tile: rows r*16 + lane/4 (+8 for hh), columns n*8 + 2*(lane%4).
+template <int R, int N, int COLS, class F>
+__device__ __forceinline__ void each_own_pair(u32 base, int row0, int col0, int lane, F&& f) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = row0 + r * 16 + (lane >> 2) + hh * 8;
+#pragma unroll
+            for (int n = 0; n < N; ++n) f(r, n, hh, base + chunk_at<COLS / 8>(row, col0 / 8 + n) + (lane & 3) * 4);
+        }
+}
+
+// Store accumulator tiles as 16-bit values into SMEM: the layout change between S^T / dS^T (warps split
+// keys x queries) and the products that read them (keys x head dims for dK and dV, queries x head dims for dQ).
+template <class T, int R, int N, int COLS>
+__device__ __forceinline__ void store_tile(u32 base, int row0, int col0, const float (&x)[R][N][4], int lane) {
+    each_own_pair<R, N, COLS>(base, row0, col0, lane, [&](int r, int n, int hh, u32 addr) {
+        asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(Elem<T>::pack(x[r][n][2 * hh], x[r][n][2 * hh + 1]))
+                     : "memory");
+    });
+}
+
+// Read back what store_tile wrote from this thread, as floats.
+template <class T, int R, int N, int COLS>
+__device__ __forceinline__ void load_own(u32 base, int row0, int col0, float (&x)[R][N][4], int lane) {
+    each_own_pair<R, N, COLS>(base, row0, col0, lane, [&](int r, int n, int hh, u32 addr) {
+        u32 bits;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(bits) : "r"(addr) : "memory");
+        const f32x2 v = Elem<T>::unpack(bits);
+        x[r][n][2 * hh] = v.x;
+        x[r][n][2 * hh + 1] = v.y;
+    });
+}
+
+// The accumulator-layout values of packed A fragments (to_a's inverse), as floats.
+template <class T, int R, int N>
+__device__ __forceinline__ void from_a(const u32 (&a)[R][N / 2][4], float (&x)[R][N][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const f32x2 v = Elem<T>::unpack(a[r][n >> 1][(n & 1) * 2 + hh]);
+                x[r][n][2 * hh] = v.x;
+                x[r][n][2 * hh + 1] = v.y;
+            }
+}
+
+// How flash_bwd_kernel's warps split a tile: VK warps along the keys (32 keys each where the block
+// allows: two m16 tiles share every operand fragment) by VD along the queries of S^T / dP^T and along
+// the head dims of dK / dV.
+template <int BLOCK_Q, int BLOCK_K, int WARPS, int HEAD_DIM>
+struct KvLayout {
+    static constexpr int VK = (WARPS < BLOCK_K / 32) ? WARPS : BLOCK_K / 32;
+    static constexpr int VD = WARPS / VK;
+    static constexpr int MT = BLOCK_K / VK / 16;     // key m16 tiles of a warp
+    static constexpr int SQ = BLOCK_Q / VD;          // queries of a warp's S^T tile
+    static constexpr int DV = HEAD_DIM / VD;         // head dims of a warp's dK, dV
+};
+
 // ------------------------------------------------------------------------------------------ 2. dK, dV (dQ)
 template <class T, int BLOCK_Q, int BLOCK_K, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL, bool WITH_DQ>
 __global__ void __launch_bounds__(WARPS * 32, 1)
@@ -236,17 +341,19 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                  i64 o_sb, i64 o_sh, i64 o_sn, i64 dk_sb, i64 dk_sh, i64 dk_sn, i64 dv_sb, i64 dv_sh, i64 dv_sn,
                  int H, int group, int N_q, int N_k, int N_qp, float scale_log2, float scale) {
     constexpr int THREADS = WARPS * 32;
-    constexpr int MT = BLOCK_K / WARPS / 16;        // m16 key tiles per warp
-    constexpr int NQ = BLOCK_Q / 8;                 // n8 query tiles of S^T
-    constexpr int DT = HEAD_DIM / 8;
+    using KV = KvLayout<BLOCK_Q, BLOCK_K, WARPS, HEAD_DIM>;
+    constexpr int VK = KV::VK, MT = KV::MT, SQ = KV::SQ, DV = KV::DV;
+    constexpr int NQ = SQ / 8;                      // n8 query tiles of a warp's S^T
     constexpr int CPR = HEAD_DIM / 8;
     constexpr int ROW_BYTES = HEAD_DIM * 2;
-    constexpr int DS_CPR = BLOCK_Q / 8;             // 16-byte chunks of a dS^T row in SMEM
-    constexpr int DS_ROW_BYTES = BLOCK_Q * 2;
+    constexpr u32 PS_BYTES = BLOCK_K * BLOCK_Q * 2; // a P^T or dS^T tile, [keys][queries] 16-bit
+    // one warp across the queries: P^T and dS^T are already the A operands of dV and dK (no SMEM trip)
+    constexpr bool P_IN_REGS = KV::VD == 1;
     using DQ = DqLayout<BLOCK_Q, WARPS, HEAD_DIM>;
     constexpr int WQ = DQ::WQ, QT = DQ::QT, DW = DQ::DW;   // the dQ tile's split over the warps
     static_assert(sizeof(T) == 2, "16-bit inputs only");
-    static_assert(BLOCK_K % (16 * WARPS) == 0 && MT >= 1, "each warp owns a multiple of 16 keys");
+    static_assert(WARPS % VK == 0 && BLOCK_K % (16 * VK) == 0, "the keys split over the warps in m16 tiles");
+    static_assert(SQ % 16 == 0 && DV % 16 == 0, "queries and head dims split over the warps in 16s");
     static_assert(BLOCK_Q == 32 || BLOCK_Q == 64 || BLOCK_Q == 128, "BLOCK_Q is 32, 64 or 128");
     static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
     static_assert(WARPS % WQ == 0 && DW % 16 == 0, "the dQ tile splits over the warps in 16x16 pieces");
@@ -261,25 +368,29 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int q_first = IS_CAUSAL ? max(0, n0 - diag) / BLOCK_Q : 0;
     const int per_head = max(0, n_qt - q_first);
     const int total = per_head * group;
-    const int warp_k0 = warp * MT * 16;             // this warp's first key row in the tile
+    const int vk = warp % VK, vd = warp / VK;
+    const int warp_k0 = vk * MT * 16;               // this warp's first key row in the tile
+    const int warp_q0 = vd * SQ;                    // ... first query column of its S^T tile
+    const int warp_d0 = vd * DV;                    // ... first head dim of its dK, dV
 
-    T* dkg = dk + (i64)b * dk_sb + (i64)hk * dk_sh;
-    T* dvg = dv + (i64)b * dv_sb + (i64)hk * dv_sh;
-    float acc_dk[MT][DT][4], acc_dv[MT][DT][4];
+    T* dkg = dk + (i64)b * dk_sb + (i64)hk * dk_sh + warp_d0;
+    T* dvg = dv + (i64)b * dv_sb + (i64)hk * dv_sh + warp_d0;
+    float acc_dk[MT][DV / 8][4], acc_dv[MT][DV / 8][4];
     zero(acc_dk);
     zero(acc_dv);
     if (total == 0) {   // no query sees these keys: dK = dV = 0
-        store_rows<T, MT, HEAD_DIM>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, 0.f, lane);
-        store_rows<T, MT, HEAD_DIM>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 0.f, lane);
+        store_rows<T, MT, DV>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, 0.f, lane);
+        store_rows<T, MT, DV>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 0.f, lane);
         return;
     }
 
-    // SMEM: [K | V | STAGES x (Q | dO | L2 | D) | dS^T]
+    // SMEM: [K | V | STAGES x (Q | dO | L2 | D) | P^T (unused when P_IN_REGS) | dS^T]
     const u32 sK = smem_addr(dyn_smem());
     const u32 sV = sK + BLOCK_K * ROW_BYTES;
     const u32 sSlots = sV + BLOCK_K * ROW_BYTES;
     constexpr u32 SLOT_BYTES = 2u * BLOCK_Q * ROW_BYTES + 2u * BLOCK_Q * 4;
-    const u32 sDS = sSlots + STAGES * SLOT_BYTES;
+    const u32 sP = sSlots + STAGES * SLOT_BYTES;
+    const u32 sDS = sP + PS_BYTES;   // the P^T tile is reserved either way: one SMEM size for every config
     const float* slot_f = reinterpret_cast<const float*>(dyn_smem() + 2 * BLOCK_K * ROW_BYTES + 2 * BLOCK_Q * ROW_BYTES);
 
     {   // K and V of this tile: one commit group with the first query tile
@@ -307,9 +418,14 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             cp_async16(slot + 2 * BLOCK_Q * ROW_BYTES + BLOCK_Q * 4 + tid * 16, delta + row, 16);
         }
     };
+    // The slot of tile t is free once every warp is past its last read of Q and dO: after dK with P^T in
+    // registers (tile t + STAGES is loaded there and then, over the dQ product and the next tile), after
+    // the dV and dK products through SMEM (tile t + 1 is loaded at the top of tile t instead, with two
+    // slots; with one, after a barrier that follows those products).
+    constexpr int AHEAD = P_IN_REGS ? STAGES : 1;
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-        load_tile(s);
+    for (int i = 0; i < AHEAD; ++i) {
+        load_tile(i);
         cp_async_commit();
     }
 
@@ -318,28 +434,31 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int col_lane = 2 * (lane & 3);
     const u32 k_warp = sK + (u32)warp_k0 * ROW_BYTES;
     const u32 v_warp = sV + (u32)warp_k0 * ROW_BYTES;
-    // dQ: warp (wq, wd) owns rows wq*16*QT.. and head dims wd*DW..; kq[dp]: its ldmatrix offsets of
-    // K's dims (wd*DW/16 + dp)*16.. (the xo rule with a run-time chunk: XOR touches the low 3 bits only)
+    u32 dvo[DV / 16];                               // dO / Q columns of this warp's dV / dK
+    group_offsets<DV / 16, ROW_BYTES>(lane, warp_d0 / 16, dvo);
+    // dQ: warp (wq, wd) owns rows wq*16*QT.. and head dims wd*DW..
     const int wq = warp % WQ, wd = warp / WQ;
     u32 kq[DW / 16];
-#pragma unroll
-    for (int dp = 0; dp < DW / 16; ++dp)
-        kq[dp] = (u32)(lane & 15) * ROW_BYTES + (u32)(((2 * (wd * (DW / 16) + dp)) ^ ((lane >> 4) ^ (lane & 7))) << 4);
+    group_offsets<DW / 16, ROW_BYTES>(lane, wd * (DW / 16), kq);
 
     for (int t = 0; t < total; ++t) {
         const int h = hk * group + t / per_head;
         const int q0 = (q_first + t % per_head) * BLOCK_Q;
         const u32 slot = sSlots + (t % STAGES) * SLOT_BYTES;
         const u32 sQ = slot, sO = slot + BLOCK_Q * ROW_BYTES;
-        const float* sL = slot_f + (t % STAGES) * (SLOT_BYTES / 4);
+        const float* sL = slot_f + (t % STAGES) * (SLOT_BYTES / 4) + warp_q0;
         const float* sD = sL + BLOCK_Q;
-        cp_async_wait<STAGES - 1>();
-        __syncthreads();   // tile t visible to all; every warp is done with tile t-1's dQ (dS^T free)
+        cp_async_wait<AHEAD - 1>();
+        __syncthreads();   // tile t visible to all; every warp is done with tile t-1 (P^T, dS^T, its slot)
+        if constexpr (!P_IN_REGS && STAGES == 2) {   // tile t+1 into the other slot, in flight all tile long
+            load_tile(t + 1);
+            cp_async_commit();
+        }
 
         // ---- S^T = K Q^T, then P^T (masked: causal diagonal, key tail) --------------------------
         float s[MT][NQ][4];
         zero(s);
-        mma_abt<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(s, k_warp, sQ, xo);
+        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, k_warp, sQ + (u32)warp_q0 * ROW_BYTES, xo);
         const bool mask = (n0 + BLOCK_K > N_k) || (IS_CAUSAL && q0 < n0 + BLOCK_K - 1 - diag);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -353,25 +472,30 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                     for (int e = 0; e < 2; ++e) {
                         float x = s[mt][nt][2 * hh + e];
                         if (mask) {
-                            const int qi = q0 + nt * 8 + col_lane + e;
+                            const int qi = q0 + warp_q0 + nt * 8 + col_lane + e;
                             if (key >= N_k || (IS_CAUSAL && qi < key - diag)) x = neg_inf();
                         }
                         s[mt][nt][2 * hh + e] = ex2(fmaf(x, scale_log2, -(e ? l2.y : l2.x)));
                     }
                 }
             }
-
-        // ---- dV += P^T dO ------------------------------------------------------------------------
-        {
-            u32 pa[MT][NQ / 2][4];
+        // P^T leaves in 16 bit: the A operand of dV and, unpacked, the P of dS = P (dP - D) (the fp32
+        // values would hold 32 more registers through the dP product)
+        u32 pa[MT][NQ / 2][4];   // unused (and dropped) when P^T goes through SMEM
+        if constexpr (P_IN_REGS) {   // dV += P^T dO straight from the registers
             to_a<T, MT, NQ>(s, pa);
             mma_rb<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(acc_dv, pa, sO, 0, xo);
+        } else {
+            store_tile<T, MT, NQ, BLOCK_Q>(sP, warp_k0, warp_q0, s, lane);
         }
+
         // ---- dP^T = V dO^T; dS^T = P^T (dP^T - D) ------------------------------------------------
+        zero(s);
+        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, v_warp, sO + (u32)warp_q0 * ROW_BYTES, xo);   // s = dP^T
         {
-            float dp[MT][NQ][4];
-            zero(dp);
-            mma_abt<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(dp, v_warp, sO, xo);
+            float p[MT][NQ][4];
+            if constexpr (P_IN_REGS) from_a<T, MT, NQ>(pa, p);
+            else load_own<T, MT, NQ, BLOCK_Q>(sP, warp_k0, warp_q0, p, lane);
 #pragma unroll
             for (int nt = 0; nt < NQ; ++nt) {
                 const f32x2 dd = *reinterpret_cast<const f32x2*>(sD + nt * 8 + col_lane);
@@ -379,33 +503,27 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int hh = 0; hh < 2; ++hh) {
-                        s[mt][nt][2 * hh] *= dp[mt][nt][2 * hh] - dd.x;
-                        s[mt][nt][2 * hh + 1] *= dp[mt][nt][2 * hh + 1] - dd.y;
+                        s[mt][nt][2 * hh] = p[mt][nt][2 * hh] * (s[mt][nt][2 * hh] - dd.x);
+                        s[mt][nt][2 * hh + 1] = p[mt][nt][2 * hh + 1] * (s[mt][nt][2 * hh + 1] - dd.y);
                     }
             }
         }
-        // ---- dK += dS^T Q; dS^T -> SMEM ----------------------------------------------------------
-        {
+        if constexpr (P_IN_REGS) {   // dK += dS^T Q from the registers; dS^T to SMEM for dQ
             u32 da[MT][NQ / 2][4];
             to_a<T, MT, NQ>(s, da);
             mma_rb<T, MT, BLOCK_Q, HEAD_DIM, ROW_BYTES>(acc_dk, da, sQ, 0, xo);
-            if constexpr (WITH_DQ) {
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int hh = 0; hh < 2; ++hh) {
-                        const int row = warp_k0 + mt * 16 + (lane >> 2) + hh * 8;
-#pragma unroll
-                        for (int nt = 0; nt < NQ; ++nt) {
-                            const u32 addr = sDS + (u32)(row * DS_ROW_BYTES + (swizzle<DS_CPR>(row, nt) << 4) + (lane & 3) * 4);
-                            asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(da[mt][nt >> 1][(nt & 1) * 2 + hh]) : "memory");
-                        }
-                    }
-            }
+            if constexpr (WITH_DQ) store_tile<T, MT, NQ, BLOCK_Q>(sDS, warp_k0, warp_q0, s, lane);
+        } else {   // dV += P^T dO, dK += dS^T Q: the warp's keys x its head dims, over every query
+            store_tile<T, MT, NQ, BLOCK_Q>(sDS, warp_k0, warp_q0, s, lane);
+            __syncthreads();   // P^T and dS^T complete
+            mma_sb<T, MT, BLOCK_Q, DV, ROW_BYTES>(acc_dv, sP, warp_k0, sO, dvo, lane);
+            mma_sb<T, MT, BLOCK_Q, DV, ROW_BYTES>(acc_dk, sDS, warp_k0, sQ, dvo, lane);
         }
-        __syncthreads();   // dS^T complete; every warp is done with this slot's Q, dO, L2, D
-        load_tile(t + STAGES);
-        cp_async_commit();
+        if constexpr (P_IN_REGS || STAGES == 1) {   // every warp is past its dV and dK (and dS^T is complete)
+            __syncthreads();
+            load_tile(t + AHEAD);
+            cp_async_commit();
+        }
 
         // ---- dQ += dS K (atomics into the fp32 accumulator) -----------------------------------------
         if constexpr (WITH_DQ) {
@@ -420,8 +538,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 #pragma unroll
                 for (int qt = 0; qt < QT; ++qt) {
                     const int qc = (wq * QT + qt) * 2 + ((lane >> 3) & 1);
-                    ldsm_x4_trans(sDS + (u32)(krow * DS_ROW_BYTES + (swizzle<DS_CPR>(krow, qc) << 4)),
-                                  a[qt][0], a[qt][1], a[qt][2], a[qt][3]);
+                    ldsm_x4_trans(sDS + chunk_at<BLOCK_Q / 8>(krow, qc), a[qt][0], a[qt][1], a[qt][2], a[qt][3]);
                 }
 #pragma unroll
                 for (int dp = 0; dp < DW / 16; ++dp) {
@@ -447,8 +564,8 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     }
     cp_async_wait<0>();
 
-    store_rows<T, MT, HEAD_DIM>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, scale, lane);
-    store_rows<T, MT, HEAD_DIM>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 1.f, lane);
+    store_rows<T, MT, DV>(dkg, dk_sn, n0 + warp_k0, N_k, acc_dk, scale, lane);
+    store_rows<T, MT, DV>(dvg, dv_sn, n0 + warp_k0, N_k, acc_dv, 1.f, lane);
 }
 
 // ------------------------------------------------------------------------------------------ 3b. dQ, deterministic

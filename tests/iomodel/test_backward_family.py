@@ -27,7 +27,7 @@ def test_both_families_are_registered_for_the_backward_problem_only():
     assert not {ATOMIC, DETERMINISTIC} & {f.name for f in families.for_problem("attention")}
     for name in (ATOMIC, DETERMINISTIC):
         fam = families.get(name)
-        assert fam.config_type is FlashBwdConfig and fam.shipped == SHIPPED and fam.label(SHIPPED[0]) == "64x128 w8 s2"
+        assert fam.config_type is FlashBwdConfig and fam.shipped == SHIPPED and fam.label(SHIPPED[0]) == "32x128 w4 s2"
 
 
 @pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
@@ -90,10 +90,10 @@ def test_atomic_kernel_smem_and_dq_registers_are_the_kernels():
         assert p.kernels[1]["smem_bytes"] == cfg.smem_bytes()
     main = shape_model(ATOMIC, check_shape(families.get(ATOMIC), SHAPE)).kernels[1].costs
     Br, Bc, w, d = sym("Br"), sym("Bc"), sym("w"), sym("d")
-    # dK and dV accumulators, then the larger of S, P, dP (dS is in SMEM) and this warp's part of dQ
-    expected = 2 * Bc * d / w / 32 + sp.Max(3 * Bc * Br / (2 * w), Br * d / w) / 32
+    # dK and dV accumulators, then the larger of S and dP (P and dS are in SMEM) and this warp's part of dQ
+    expected = 2 * Bc * d / w / 32 + sp.Max(Bc * Br / w, Br * d / w) / 32
     assert sp.simplify(main.regs_per_thread - expected) == 0
-    assert main.regs_per_thread.subs({Br: 64, Bc: 128, w: 8, d: 128}) == 176   # 128 + 48
+    assert main.regs_per_thread.subs({Br: 64, Bc: 128, w: 8, d: 128}) == 160   # 128 + 32
 
 
 def test_chooser_returns_the_best_shipped_config():
@@ -112,16 +112,17 @@ def test_search_ranks_only_what_the_kernel_builds(name):
     res = search(name, "h100-sxm", {**SHAPE, "H_kv": 4}, top=5)
     assert res.evaluated == 3 * 6 * 4 * 2 and res.ranked
     assert all(not p.config.problems() and p.feasible for p in res.ranked)
-    assert any("must be" in r for _c, r in res.rejected())
+    assert any("must be" in r or "does not split" in r for _c, r in res.rejected())
 
 
 def test_config_problems_name_what_is_wrong():
     assert FlashBwdConfig(64, 128, 8, 2, 128).problems() == []
     assert "block_q (48) must be one of 32, 64, 128" in FlashBwdConfig(48, 128, 8, 2, 128).problems()
-    assert "multiple of 16*warps (128)" in FlashBwdConfig(64, 64, 8, 2, 128).problems()[0]
+    assert "multiple of 32" in FlashBwdConfig(64, 48, 4, 2, 128).problems()[0]
+    assert "does not split over 4 warps (3 along the keys)" in FlashBwdConfig(64, 96, 4, 2, 128).problems()[0]
     assert "stages (3) must be 1 or 2" in FlashBwdConfig(64, 128, 8, 3, 128).problems()
     assert "head_dim (96) must be one of 64, 128" in FlashBwdConfig(64, 128, 8, 2, 96).problems()
-    assert "does not split over 3 warps" in FlashBwdConfig(32, 48, 3, 2, 64).problems()[0]
+    assert "does not split over 3 warps" in FlashBwdConfig(32, 64, 3, 2, 64).problems()[0]
     with pytest.raises(ModelError, match="cannot build 48x128 w8 s2: block_q"):
         api.predict(ATOMIC, "h100-sxm", SHAPE, {**CONFIG, "block_q": 48})
 

@@ -75,8 +75,8 @@ def test_committed_files_load_with_their_pass(path):
     (res,) = load_results(path)
     for row in res["rows"]:
         assert row.attention_pass == default_pass(row.kernel)
-        assert row.attention_pass == ("bwd" if row.kernel.endswith("_bwd") else None if row.kernel.startswith("torch_")
-                             else "fwd")
+        backward = row.kernel.endswith("_bwd") or row.kernel.startswith("flash_bwd")
+        assert row.attention_pass == ("bwd" if backward else None if row.kernel.startswith("torch_") else "fwd")
 
 
 # --------------------------------------------------------------------------- the report
