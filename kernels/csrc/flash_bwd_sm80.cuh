@@ -527,39 +527,44 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
         // ---- dQ += dS K (atomics into the fp32 accumulator) -----------------------------------------
         if constexpr (WITH_DQ) {
-            float acc_dq[QT][DW / 8][4];
-            zero(acc_dq);
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-                u32 a[QT][4];
-                // dS rows are dS^T's columns: ldmatrix .trans of (keys kk*16.., queries) blocks; lane l
-                // addresses key row (l & 7) + 8 * (l >> 4) and query chunk ((l >> 3) & 1)
-                const int krow = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
-#pragma unroll
-                for (int qt = 0; qt < QT; ++qt) {
-                    const int qc = (wq * QT + qt) * 2 + ((lane >> 3) & 1);
-                    ldsm_x4_trans(sDS + chunk_at<BLOCK_Q / 8>(krow, qc), a[qt][0], a[qt][1], a[qt][2], a[qt][3]);
-                }
-#pragma unroll
-                for (int dp = 0; dp < DW / 16; ++dp) {
-                    u32 b0, b1, b2, b3;
-                    ldsm_x4_trans(sK + kq[dp] + (u32)(kk * 16 * ROW_BYTES), b0, b1, b2, b3);
-#pragma unroll
-                    for (int qt = 0; qt < QT; ++qt) {
-                        Elem<T>::mma(acc_dq[qt][2 * dp], a[qt], b0, b1);
-                        Elem<T>::mma(acc_dq[qt][2 * dp + 1], a[qt], b2, b3);
-                    }
-                }
-            }
-            // DqLayout's order: quad qd of this lane at ((warp * QUADS + qd) * 32 + lane) * 4
+            // in passes of at most 32 head dims: a wider fp32 tile beside dK and dV would spill
+            constexpr int PASSES = DW > 32 ? DW / 32 : 1, DP = DW / PASSES;
             float* dqg = dq_acc + (((i64)b * H + h) * N_qp + q0) * HEAD_DIM + (warp * DQ::QUADS * 32 + lane) * 4;
 #pragma unroll
-            for (int qt = 0; qt < QT; ++qt)
+            for (int pass = 0; pass < PASSES; ++pass) {
+                float acc_dq[QT][DP / 8][4];
+                zero(acc_dq);
 #pragma unroll
-                for (int dt = 0; dt < DW / 8; ++dt) {
-                    const float* a = acc_dq[qt][dt];
-                    red_add4(dqg + (qt * (DW / 8) + dt) * 128, a[0], a[1], a[2], a[3]);
+                for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+                    u32 a[QT][4];
+                    // dS rows are dS^T's columns: ldmatrix .trans of (keys kk*16.., queries) blocks; lane l
+                    // addresses key row (l & 7) + 8 * (l >> 4) and query chunk ((l >> 3) & 1)
+                    const int krow = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+                    for (int qt = 0; qt < QT; ++qt) {
+                        const int qc = (wq * QT + qt) * 2 + ((lane >> 3) & 1);
+                        ldsm_x4_trans(sDS + chunk_at<BLOCK_Q / 8>(krow, qc), a[qt][0], a[qt][1], a[qt][2], a[qt][3]);
+                    }
+#pragma unroll
+                    for (int dp = 0; dp < DP / 16; ++dp) {
+                        u32 b0, b1, b2, b3;
+                        ldsm_x4_trans(sK + kq[pass * (DP / 16) + dp] + (u32)(kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+                        for (int qt = 0; qt < QT; ++qt) {
+                            Elem<T>::mma(acc_dq[qt][2 * dp], a[qt], b0, b1);
+                            Elem<T>::mma(acc_dq[qt][2 * dp + 1], a[qt], b2, b3);
+                        }
+                    }
                 }
+                // DqLayout's order: quad qd of this lane at ((warp * QUADS + qd) * 32 + lane) * 4
+#pragma unroll
+                for (int qt = 0; qt < QT; ++qt)
+#pragma unroll
+                    for (int dt = 0; dt < DP / 8; ++dt) {
+                        const float* a = acc_dq[qt][dt];
+                        red_add4(dqg + (qt * (DW / 8) + pass * (DP / 8) + dt) * 128, a[0], a[1], a[2], a[3]);
+                    }
+            }
         }
     }
     cp_async_wait<0>();

@@ -199,3 +199,20 @@ def test_explicit_config_of_another_head_dim_is_refused():
     out, lse = kernels.flash_attention(q, k, v, return_lse=True)
     with pytest.raises(ValueError, match="head_dim"):
         kernels.flash_attention_backward(dout, q, k, v, out, lse, config=FlashBwdConfig(64, 64, 4, 2, 128))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool, clean", [("memcheck", "ERROR SUMMARY: 0 errors"),
+                                         ("racecheck", "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")])
+def test_compute_sanitizer_is_clean(tool, clean):
+    import glob
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("compute-sanitizer") or next(iter(sorted(glob.glob("/usr/local/cuda*/bin/compute-sanitizer"))), None)
+    if exe is None:
+        pytest.skip("compute-sanitizer not installed")
+    proc = subprocess.run([exe, "--tool", tool, sys.executable, "-m", "validation.sanitize"], capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0 and clean in proc.stdout and f"calls {len(SHIPPED) * 8}" in proc.stdout, proc.stdout[-3000:]
