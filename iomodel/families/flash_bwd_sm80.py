@@ -186,7 +186,7 @@ def _dq_chunks(configs: list) -> dict:
 #: registers all along and run at the register cap (ptxas: 238 to 255 a thread), so a warp cannot keep its
 #: next fragments' loads in flight over a product and a second warp per scheduler hides little of its
 #: phases.  1.1 is the value that fits the H100 measurements of the shipped configs (validation/results,
-#: the backward rows: docs/kernels_bwd.md); the forward's 1.4 left the backward 24% optimistic.
+#: the backward rows: docs/kernels_bwd.md); the forward's 1.4 predicted the backward well short of its times.
 BACKWARD_PLAN = dataclasses.replace(MMA_SYNC.plan, interleave_max=1.1)
 
 _COMMON = dict(
