@@ -71,3 +71,10 @@ def test_every_shipped_variant_builds_clean(arch, tmp_path):
     names = {n for c in SHIPPED for causal in (False, True) for det in (False, True)
              for n in flash_bwd_sm80.kernel_names(c, "bf16", causal, det)}
     _assert_clean(recs, len(names))
+
+
+def test_source_inlines_every_header_once():
+    src = compile.kernel_source("flash_bwd_sm80.cuh")
+    assert '#include "' not in src   # NVRTC gets one text: no include path
+    assert src.count("void mma_abt") == 1 and src.count("struct TileLoader") == 1
+    assert "flash_bwd_dq_kernel" in src and "flash_bwd_convert_kernel" in src

@@ -1,0 +1,200 @@
+// Warp-level tile helpers of the mma.sync kernels (m16n8k16): operand fragments read with ldmatrix from
+// XOR-swizzled SMEM tiles, products into fp32 accumulator tiles, and the moves between the accumulator
+// layout, A fragments, SMEM and global memory.  Used by the backward kernels (flash_bwd_sm80.cuh,
+// flash_bwd_dq_sm80.cuh).  Self-contained like iom_common.cuh: no CUDA or C++ headers.
+#pragma once
+#include "iom_common.cuh"
+
+namespace iom {
+
+// Per-lane ldmatrix offsets of a tile whose rows are HEAD_DIM 16-bit values (see flash_fwd_sm80.cuh):
+// lane l addresses row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4); xo[kk & 3] + (kk >> 2) * 128
+// is the byte offset for k16 step kk.
+template <int ROW_BYTES>
+__device__ __forceinline__ void lane_offsets(int lane, u32 (&xo)[4]) {
+    const u32 lane_off = (u32)(lane & 15) * ROW_BYTES;
+    const int x = (lane >> 4) ^ (lane & 7);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
+}
+
+// acc[R][N/8][4] += A (R m16 tiles at a_base, rows of ROW_BYTES) * B^T where B's rows (the n side) are
+// at b_base; both contract over KD (HEAD_DIM) values.  A and B non-transposed (ldmatrix x4).
+template <class T, int R, int N, int KD, int ROW_BYTES>
+__device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u32 b_base, const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk) {
+        u32 a[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            ldsm_x4(a_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + r * 16 * ROW_BYTES), a[r][0], a[r][1], a[r][2], a[r][3]);
+#pragma unroll
+        for (int np = 0; np < N / 16; ++np) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * np], a[r], b0, b2);
+                E::mma(acc[r][2 * np + 1], a[r], b1, b3);
+            }
+        }
+    }
+}
+
+// acc[R][DN/8][4] += A * B where A is in registers (R m16 tiles, K/16 k16 steps of packed fragments) and
+// B is a row-major [K][HEAD_DIM] SMEM tile (ldmatrix .trans); DN head dims from column d0 on.
+template <class T, int R, int K, int DN, int ROW_BYTES>
+__device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a)[R][K / 16][4], u32 b_base,
+                                       int d0, const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < DN / 16; ++dp) {
+            const int g = d0 / 16 + dp;
+            u32 b0, b1, b2, b3;
+            ldsm_x4_trans(b_base + xo[g & 3] + (u32)((g >> 2) * 128 + kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * dp], a[r][kk], b0, b1);
+                E::mma(acc[r][2 * dp + 1], a[r][kk], b2, b3);
+            }
+        }
+    }
+}
+
+template <int R, int N>
+__device__ __forceinline__ void zero(float (&x)[R][N][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[r][n][e] = 0.f;
+}
+
+// Accumulator tiles (m16 x n8, fp32) -> packed A fragments of the next product (k16 steps).
+template <class T, int R, int N>
+__device__ __forceinline__ void to_a(const float (&x)[R][N][4], u32 (&a)[R][N / 2][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+                a[r][n >> 1][(n & 1) * 2 + hh] = Elem<T>::pack(x[r][n][2 * hh], x[r][n][2 * hh + 1]);
+}
+
+// Write R m16 tiles of HEAD_DIM accumulators (times `mul`) to rows row0 + ... of a global tensor.
+template <class T, int R, int HEAD_DIM>
+__device__ __forceinline__ void store_rows(T* g, i64 stride, int row0, int rows_valid, const float (&x)[R][HEAD_DIM / 8][4],
+                                           float mul, int lane) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = row0 + r * 16 + (lane >> 2) + hh * 8;
+            if (row < rows_valid) {
+                T* dst = g + (i64)row * stride + 2 * (lane & 3);
+#pragma unroll
+                for (int dt = 0; dt < HEAD_DIM / 8; ++dt)
+                    *reinterpret_cast<u32*>(dst + dt * 8) = Elem<T>::pack(x[r][dt][2 * hh] * mul, x[r][dt][2 * hh + 1] * mul);
+            }
+        }
+}
+
+// Per-lane ldmatrix offsets of 16-column groups g0, g0+1, ... of a tile of HEAD_DIM-value rows, for a
+// run-time g0 (the xo rule: XOR touches the low 3 bits of the chunk only).
+template <int N, int ROW_BYTES>
+__device__ __forceinline__ void group_offsets(int lane, int g0, u32 (&off)[N]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+        off[j] = (u32)(lane & 15) * ROW_BYTES + (u32)(((2 * (g0 + j)) ^ ((lane >> 4) ^ (lane & 7))) << 4);
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled SMEM tile of CPR chunks a row.
+template <int CPR>
+__device__ __forceinline__ u32 chunk_at(int row, int chunk) {
+    return (u32)(row * CPR * 16 + (swizzle<CPR>(row, chunk) << 4));
+}
+
+// acc[R][DN/8][4] += A * B: A (R m16 row tiles from row a_row0 of a swizzled [rows][K] SMEM tile of K/8
+// chunks a row: P^T or dS^T), B a row-major [K][HEAD_DIM] SMEM tile read transposed at the columns of
+// `boff` (group_offsets).  Contracts over all K columns of A.
+template <class T, int R, int K, int DN, int ROW_BYTES>
+__device__ __forceinline__ void mma_sb(float (&acc)[R][DN / 8][4], u32 a_base, int a_row0, u32 b_base,
+                                       const u32 (&boff)[DN / 16], int lane) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        u32 a[R][4];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            ldsm_x4(a_base + chunk_at<K / 8>(a_row0 + r * 16 + (lane & 15), 2 * kk + (lane >> 4)),
+                    a[r][0], a[r][1], a[r][2], a[r][3]);
+#pragma unroll
+        for (int dp = 0; dp < DN / 16; ++dp) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4_trans(b_base + boff[dp] + (u32)(kk * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * dp], a[r], b0, b1);
+                E::mma(acc[r][2 * dp + 1], a[r], b2, b3);
+            }
+        }
+    }
+}
+
+// Call f(r, n, hh, addr) for each 16-bit pair this thread holds of R m16 x (N*8) accumulator tiles placed
+// at (row0, col0) of a swizzled [rows][COLS] SMEM tile: rows r*16 + lane/4 (+8 for hh), columns n*8 + 2*(lane%4).
+template <int R, int N, int COLS, class F>
+__device__ __forceinline__ void each_own_pair(u32 base, int row0, int col0, int lane, F&& f) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = row0 + r * 16 + (lane >> 2) + hh * 8;
+#pragma unroll
+            for (int n = 0; n < N; ++n) f(r, n, hh, base + chunk_at<COLS / 8>(row, col0 / 8 + n) + (lane & 3) * 4);
+        }
+}
+
+// Store accumulator tiles as 16-bit values into SMEM: the layout change between S^T / dS^T (warps split
+// keys x queries) and the products that read them (keys x head dims for dK and dV, queries x head dims for dQ).
+template <class T, int R, int N, int COLS>
+__device__ __forceinline__ void store_tile(u32 base, int row0, int col0, const float (&x)[R][N][4], int lane) {
+    each_own_pair<R, N, COLS>(base, row0, col0, lane, [&](int r, int n, int hh, u32 addr) {
+        asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(Elem<T>::pack(x[r][n][2 * hh], x[r][n][2 * hh + 1]))
+                     : "memory");
+    });
+}
+
+// Read back what store_tile wrote from this thread, as floats.
+template <class T, int R, int N, int COLS>
+__device__ __forceinline__ void load_own(u32 base, int row0, int col0, float (&x)[R][N][4], int lane) {
+    each_own_pair<R, N, COLS>(base, row0, col0, lane, [&](int r, int n, int hh, u32 addr) {
+        u32 bits;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(bits) : "r"(addr) : "memory");
+        const f32x2 v = Elem<T>::unpack(bits);
+        x[r][n][2 * hh] = v.x;
+        x[r][n][2 * hh + 1] = v.y;
+    });
+}
+
+// The accumulator-layout values of packed A fragments (to_a's inverse), as floats.
+template <class T, int R, int N>
+__device__ __forceinline__ void from_a(const u32 (&a)[R][N / 2][4], float (&x)[R][N][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const f32x2 v = Elem<T>::unpack(a[r][n >> 1][(n & 1) * 2 + hh]);
+                x[r][n][2 * hh] = v.x;
+                x[r][n][2 * hh + 1] = v.y;
+            }
+}
+
+}  // namespace iom
