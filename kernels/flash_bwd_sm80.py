@@ -17,6 +17,7 @@ import math
 from iomodel.families.flash_bwd_sm80 import dq_block_k
 
 from . import compile, driver, runtime
+from .checks import check_smem
 from .dispatch import prepare
 
 __all__ = ["FAMILY", "DETERMINISTIC", "backward", "module", "kernel_names"]
@@ -50,18 +51,13 @@ def module(cfg, dtype: str, causal: bool, deterministic: bool, arch: str) -> com
                          label=FAMILY, flags=compile.MMA_SYNC_FLAGS)
 
 
-def dq_smem(cfg, elem_bytes: int = 2) -> int:
-    """Dynamic SMEM of the deterministic dQ kernel with its key chunk."""
-    return (2 * cfg.block_q + 2 * cfg.stages * dq_block_k(cfg)) * cfg.head_dim * elem_bytes
-
-
 @functools.lru_cache(maxsize=None)
 def _kernels(index: int, cfg, dtype: str, causal: bool, deterministic: bool) -> tuple:
     arch = compile.nvrtc_arch(driver.capability(index))
     mod = module(cfg, dtype, causal, deterministic, arch)
     dot, main, dq = kernel_names(cfg, dtype, causal, deterministic)
     return (driver.kernel(index, mod, dot, 0), driver.kernel(index, mod, main, cfg.smem_bytes()),
-            driver.kernel(index, mod, dq, dq_smem(cfg) if deterministic else 0))
+            driver.kernel(index, mod, dq, cfg.dq_smem_bytes() if deterministic else 0))
 
 
 def _check_like(name: str, t, ref, shape: tuple) -> None:
@@ -104,6 +100,8 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     family = DETERMINISTIC if deterministic else FAMILY
     call = prepare(family, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
+    if deterministic:   # prepare checked the main kernel's SMEM; the dQ kernel has its own
+        check_smem(family, cfg, cfg.dq_smem_bytes(q.element_size()), driver.max_smem_optin(call.device))
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
     shape = (B, H, N_q, d)
     _check_like("out", out, q, shape)
@@ -136,7 +134,7 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     if deterministic:
         driver.launch(last, (n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
                       [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(lse2), ptr(delta), ptr(dq),
-                       *st(q), *st(k), *st(v), *st(dout), *st(dq), *common], dq_smem(cfg))
+                       *st(q), *st(k), *st(v), *st(dout), *st(dq), *common], cfg.dq_smem_bytes())
     else:
         # a thread per accumulator quad (the accumulator is in the warps' order: csrc DqLayout)
         driver.launch(last, (math.ceil(n_qp * d // 4 / _ROWS_THREADS), H, B), (_ROWS_THREADS, 1, 1),

@@ -69,8 +69,9 @@ class FlashBwdConfig(TileConfig):
         return tiles + 2 * self.stages * self.block_q * 4 + 2 * self.block_k * self.block_q * elem_bytes
 
     def dq_smem_bytes(self, elem_bytes: int = 2) -> int:
-        """Dynamic shared memory of the deterministic dQ kernel: Q and dO tiles and `stages` (K, V) chunks."""
-        return (2 * self.block_q + 2 * self.stages * self.block_k) * self.head_dim * elem_bytes
+        """Dynamic shared memory of the deterministic dQ kernel: Q and dO tiles and `stages` (K, V) chunks of
+        its key chunk (``dq_block_k``)."""
+        return (2 * self.block_q + 2 * self.stages * dq_block_k(self)) * self.head_dim * elem_bytes
 
     def problems(self) -> list[str]:
         p = []

@@ -22,7 +22,7 @@ def test_shipped_configs_build_and_fit_sm80():
         assert 3 <= sum(c.head_dim == d for c in SHIPPED) <= 8
     for c in SHIPPED:
         assert c.problems() == [], (c, c.problems())
-        assert max(c.smem_bytes(), flash_bwd_sm80.dq_smem(c)) <= SM80_MAX_SMEM, c
+        assert max(c.smem_bytes(), c.dq_smem_bytes()) <= SM80_MAX_SMEM, c
 
 
 def test_config_problems_are_named():
@@ -42,6 +42,7 @@ def test_kernel_names_follow_the_mode():
     _, main, last = flash_bwd_sm80.kernel_names(cfg, "bf16", False, True)
     assert main.endswith("false, false>")   # no atomic dQ in the deterministic mode
     assert last == "iom::flash_bwd_dq_kernel<iom::bf16, 64, 64, 2, 128, false>"   # 64-key chunks at d=128
+    assert cfg.dq_smem_bytes() == (2 * 64 + 2 * 2 * 64) * 128 * 2   # Q, dO and two (K, V) chunks of 64 keys
 
 
 def _ptxas(configs, arch, tmp_path, **kw) -> dict:
