@@ -4,7 +4,8 @@ Two custom operators (``torch.library.custom_op``), so that ``torch.compile`` se
 node with a known output shape (its fake implementation) instead of breaking the graph at our ctypes
 launches:
 
-* ``iomodel::flash_attn_fwd(q, k, v, causal, scale, backend, fwd_config) -> (out, lse)``
+* ``iomodel::flash_attn_fwd(q, k, v, causal, scale, backend, fwd_config, bwd_config, deterministic)
+  -> (out, lse)`` (the last two only ride along to the backward)
 * ``iomodel::flash_attn_bwd(dout, q, k, v, out, lse, causal, scale, bwd_config, deterministic)
   -> (dq, dk, dv)``
 
