@@ -180,6 +180,10 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int q_first = IS_CAUSAL ? max(0, n0 - diag) / BLOCK_Q : 0;
     const int per_head = max(0, n_qt - q_first);
     const int total = per_head * group;
+    // the t-th query tile of a head's walk.  Causal: from the last tile down to the first visible one
+    // (FlashAttention-2's order), so the key tiles of a head visit the same query tile at the same time
+    // (Q and dO served from L2 to all of them) instead of each starting at its own diagonal.
+    auto query_tile = [&](int t) { return IS_CAUSAL ? n_qt - 1 - t % per_head : q_first + t % per_head; };
     const int vk = warp % VK, vd = warp / VK;
     const int warp_k0 = vk * MT * 16;               // this warp's first key row in the tile
     const int warp_q0 = vd * SQ;                    // ... first query column of its S^T tile
@@ -218,7 +222,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     auto load_tile = [&](int t) {   // query tile t of the block's sequence into slot t % STAGES
         if (t >= total) return;
         const int h = hk * group + t / per_head;
-        const int q0 = (q_first + t % per_head) * BLOCK_Q;
+        const int q0 = query_tile(t) * BLOCK_Q;
         const u32 slot = sSlots + (t % STAGES) * SLOT_BYTES;
         const T* qg = q + (i64)b * q_sb + (i64)h * q_sh + (i64)(q0 + lq.r0) * q_sn + lq.c8;
         const T* og = dout + (i64)b * o_sb + (i64)h * o_sh + (i64)(q0 + lq.r0) * o_sn + lq.c8;
@@ -255,7 +259,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
     for (int t = 0; t < total; ++t) {
         const int h = hk * group + t / per_head;
-        const int q0 = (q_first + t % per_head) * BLOCK_Q;
+        const int q0 = query_tile(t) * BLOCK_Q;
         const u32 slot = sSlots + (t % STAGES) * SLOT_BYTES;
         const u32 sQ = slot, sO = slot + BLOCK_Q * ROW_BYTES;
         const float* sL = slot_f + (t % STAGES) * (SLOT_BYTES / 4) + warp_q0;
