@@ -71,7 +71,7 @@ def algo_flops(algo: str, shape: Mapping[str, Any]) -> float:
     if algo == "mlp":
         return 4.0 * shape["T"] * shape["D"] * shape["F"]
     if algo == "attention-backward":
-        return 2.5 * conventional_flops(attention_shape(shape))
+        return conventional_flops(attention_shape(shape), "attention-backward")
     raise ValueError(f"unknown algorithm {algo!r}; known: {', '.join(ALGO_SIZES)}")
 
 

@@ -2,13 +2,14 @@
 outputs, a synchronisation after every launch) and the output tensors.  torch is imported lazily."""
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 #: log2(e): the kernels take the softmax scale times this, to use exp2
 LOG2E = 1.4426950408889634
 
-__all__ = ["debug_enabled", "set_debug", "debug_sync", "empty"]
+__all__ = ["debug_enabled", "set_debug", "debugging", "debug_sync", "empty"]
 
 _DEBUG = os.environ.get("IOMODEL_KERNELS_DEBUG", "") not in ("", "0")
 
@@ -22,6 +23,18 @@ def set_debug(flag: bool) -> None:
     stream synchronisation that surfaces CUDA errors (also: IOMODEL_KERNELS_DEBUG=1)."""
     global _DEBUG
     _DEBUG = bool(flag)
+
+
+@contextlib.contextmanager
+def debugging(on: bool = True) -> Iterator[None]:
+    """Debug mode (with `on`) for the calls inside, then back to what it was: the check of a kernel's
+    output runs so, its timing not."""
+    before = _DEBUG
+    set_debug(before or on)
+    try:
+        yield
+    finally:
+        set_debug(before)
 
 
 def debug_sync(synchronize: Callable[[], object], name, grid: tuple, block: tuple, smem_bytes: int) -> None:

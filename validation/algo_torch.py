@@ -19,7 +19,6 @@ matrices stay near 1 GiB each; our kernels' check runs in the kernels' debug mod
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any, Callable
 
@@ -160,21 +159,11 @@ class TorchAlgorithms:
         out = fn(a, b, c)
         return self._rel(out, F.gelu(a.float() @ b.float()) @ c.float())
 
-    @contextlib.contextmanager
     def _debug(self, kernel: str):
-        """Our kernels' check in the kernels' debug mode: the outputs NaN-poisoned first (an unwritten
-        tile shows), a synchronize after each launch (an error surfaces at its launch).  Off for timing."""
-        if kernel not in BACKWARD_KERNELS:
-            yield
-            return
-        import kernels
+        """Our kernels' check in the kernels' debug mode (``kernels.runtime.debugging``); peers' as they are."""
+        from kernels.runtime import debugging
 
-        before = bool(kernels.debug_enabled())
-        kernels.set_debug(True)
-        try:
-            yield
-        finally:
-            kernels.set_debug(before)
+        return debugging(kernel in BACKWARD_KERNELS)
 
     def _backward_reference(self, q, k, v, dout, causal: bool = False) -> tuple:
         """dQ, dK, dV of the math backend on float32 copies, a few (batch, head) pairs at a time."""

@@ -28,10 +28,10 @@ from typing import Any
 from iomodel.algo_peers import (BACKWARD_KERNELS, algo_flops, algo_of, algo_prediction, attention_shape,
                                 default_pass)
 from iomodel.families.flash_bwd_sm80 import SHIPPED
-from iomodel.results import ResultRow, config_dict, config_label, jsonable, shape_label
+from iomodel.results import ResultRow, config_label, shape_label
 
 from .plan import HIDDEN, TOKENS, _model_order
-from .records import TOLERANCE, record_error
+from .records import TOLERANCE, new_record, record_error
 
 __all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "BACKWARD_SHAPES",
            "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "AlgoRow", "algorithm_rows", "run_algorithms"]
@@ -74,6 +74,10 @@ class AlgoRow:
     config: Any = None          # our kernels' typed config (a FlashBwdConfig)
     why: str = "peer"           # as the attention rows: "sweep" (every shipped config), "model-top", "peer"
     predicted_rank: int | None = None
+
+    @property
+    def label(self) -> str:
+        return config_label(self.kernel, self.config)
 
 
 def _shape(algo: str, sizes: tuple, dtype: str) -> dict[str, Any]:
@@ -151,14 +155,6 @@ def _predict(rec: ResultRow, run, config: Any) -> None:
         rec.prediction_error = err
 
 
-def _record(row: AlgoRow) -> ResultRow:
-    """The record of a row before it runs; our kernels' config as the attention rows store theirs."""
-    cfg = jsonable(config_dict(row.config)) if row.config is not None else None
-    return ResultRow(kernel=row.kernel, config=cfg, config_label=config_label(row.kernel, row.config),
-                     why=row.why, predicted_rank=row.predicted_rank, shape=dict(row.shape),
-                     pass_=default_pass(row.kernel))   # "bwd" for the backward, none for matmul and the rest
-
-
 def _recover(env) -> None:
     try:
         env.sync()
@@ -197,7 +193,7 @@ def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
     row (its record says why it failed); the budget stops new rows as it stops the attention rows."""
     impl = None
     for i, row in enumerate(rows, first):
-        rec = _record(row)
+        rec = new_record(row, default_pass(row.kernel))   # "bwd" for the backward, none for matmul etc.
         _predict(rec, run, row.config)
         if run.out_of_time():
             rec.error = f"skipped: time budget of {run.opts.budget_s:.0f}s used up"

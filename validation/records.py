@@ -35,11 +35,12 @@ def short_error(exc: BaseException, limit: int = 600) -> str:
 
 # --------------------------------------------------------------------------- rows
 
-def new_record(row) -> ResultRow:
-    """The record of a planned row of the attention sweep before it runs: not ok, nothing measured."""
+def new_record(row, pass_: str | None = "fwd") -> ResultRow:
+    """The record of a planned row before it runs: not ok, nothing measured; ``pass_`` the attention pass
+    it times (the attention sweep's rows: the forward)."""
     return ResultRow(kernel=row.kernel, config=jsonable(config_dict(row.config)) if row.config is not None else None,
                      config_label=row.label, why=row.why, predicted_rank=row.predicted_rank, shape=dict(row.shape),
-                     pass_="fwd")   # the attention sweep times the forward
+                     pass_=pass_)
 
 
 def unrun_record(row, why: str) -> ResultRow:

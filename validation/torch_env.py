@@ -5,7 +5,6 @@ when a TorchEnv is made, never at module import, so ``--help`` and dry runs work
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable
 
 from iomodel import families as _registry
@@ -123,22 +122,13 @@ class TorchEnv:
                     f"({free / 2**30:.1f} GiB free)")
         return None
 
-    @contextlib.contextmanager
     def checking(self, kernel: str):
         """For the correctness call of our kernels: the kernels' debug mode, which
         NaN-poisons the output first (unwritten tiles show up) and synchronizes
         after each launch (errors surface at their launch).  Off for timing."""
-        if kernel not in OUR_KERNELS:
-            yield
-            return
-        import kernels
+        from kernels.runtime import debugging
 
-        before = bool(kernels.debug_enabled())
-        kernels.set_debug(True)
-        try:
-            yield
-        finally:
-            kernels.set_debug(before)
+        return debugging(kernel in OUR_KERNELS)
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()

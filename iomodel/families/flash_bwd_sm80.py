@@ -3,12 +3,13 @@
 Kernels: kernels/csrc/flash_bwd_sm80.cuh, launched by kernels/flash_bwd_sm80.py.
 * ``flash_bwd_dot_kernel``: D = rowsum(dO * O) and the LSE in base 2, padded to whole query tiles;
   zeroes the fp32 dQ accumulator.
-* ``flash_bwd_kernel``: a block owns `block_k` keys of one (batch, KV head); each warp owns
-  block_k / warps of them.  The query tiles of `block_q` rows (Q, dO, LSE, D) stream through a ring of
+* ``flash_bwd_kernel``: a block owns `block_k` keys of one (batch, KV head); its warps split them
+  (``kv_warps``: 32 keys a warp where they allow), the rest of the split going to the queries of S^T
+  and the head dims of dK and dV.  The query tiles of `block_q` rows (Q, dO, LSE, D) stream through
   `stages` SMEM slots, those of each query head of a GQA group in turn.  Per tile: S^T = K Q^T,
-  P^T = exp2(S^T - LSE), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q (dK and dV
-  in registers all along); dS^T goes through SMEM and dQ += dS K is added into the fp32 accumulator with
-  atomics (the warps split the tile's query rows and head dims).
+  P^T = exp2(S^T - LSE), dP^T = V dO^T, dS^T = P^T (dP^T - D), dV += P^T dO, dK += dS^T Q (dK and dV
+  in registers all along; P^T and dS^T through SMEM where the two splits differ); dQ += dS K is added
+  into the fp32 accumulator with atomics (``dq_warps`` splits the tile's query rows and head dims).
 * ``flash_bwd_dq_kernel`` (deterministic mode, instead of the atomics): a block owns `block_q` query
   rows (16 per warp) and streams the keys in chunks of `block_k`, recomputing S, P and dP.
 * ``flash_bwd_convert_kernel``: dQ = scale * accumulator, in the input dtype.
@@ -48,7 +49,7 @@ class FlashBwdConfig(TileConfig):
 
     block_q: int   # query rows per streamed tile
     block_k: int   # keys (and values) a block owns
-    warps: int     # each owns block_k / warps keys (a multiple of 16)
+    warps: int     # split over keys x queries (S^T) and keys x head dims (dK, dV): kv_warps
     stages: int    # query tiles buffered in shared memory (1 or 2)
     head_dim: int
 
@@ -154,8 +155,6 @@ def _diagram(causal: bool, gqa: bool):
     """dS^T and P^T go through SMEM (the kernel's buffers: the warps split S^T over keys and queries, dK
     and dV over keys and head dims), so the warps split dQ's tile between them rather than each holding a
     partial of all of it (iomodel.registers)."""
-    import dataclasses
-
     from diagrams import library
 
     prog = library.attention_backward(**_diagram_args(causal, gqa))
@@ -166,8 +165,6 @@ def _diagram(causal: bool, gqa: bool):
 def _deterministic_diagram(causal: bool, gqa: bool):
     """dot, dK/dV and dQ kernels; the dQ kernel runs a warp per 16 query rows (``dq_threads``) and streams
     keys in chunks of ``dq_block_k`` (symbol Bq), not the config's warps and block_k."""
-    import dataclasses
-
     from diagrams import library
     from diagrams.core import size_expr
 
@@ -186,8 +183,8 @@ def _dq_chunks(configs: list) -> dict:
 #: The mma_sync style's plan (iomodel.styles) with less interleaving: these kernels keep dK and dV in
 #: registers all along and run at the register cap (ptxas: 238 to 255 a thread), so a warp cannot keep its
 #: next fragments' loads in flight over a product and a second warp per scheduler hides little of its
-#: phases.  1.1 is the value that fits the H100 measurements of the shipped configs (validation/results,
-#: the backward rows: docs/kernels_bwd.md); the forward's 1.4 predicted the backward well short of its times.
+#: phases.  1.1 was fitted on H100 probe runs of the shipped configs of an earlier version of the kernel;
+#: the committed runs (validation/results/h100-sxm-2026-11-24-run*.json, docs/kernels_bwd.md) check it.
 BACKWARD_PLAN = dataclasses.replace(MMA_SYNC.plan, interleave_max=1.1)
 
 _COMMON = dict(

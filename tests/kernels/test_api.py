@@ -130,3 +130,22 @@ def test_precompile_builds_every_job(fake_nvrtc):
     jobs = [lambda n=n: compile.build('#include "unfused.cuh"\n', "sm_80", names=[n], label="p") for n in names]
     assert compile.precompile(jobs, workers=2) == 2
     assert sorted(c[2] for c in fake_nvrtc.calls) == [(n,) for n in sorted(names)]
+
+
+def test_debugging_turns_debug_mode_on_for_a_block_and_restores_it():
+    from kernels import runtime
+
+    before = runtime.debug_enabled()
+    try:
+        runtime.set_debug(False)
+        with runtime.debugging():
+            assert runtime.debug_enabled()
+        assert not runtime.debug_enabled()
+        with runtime.debugging(False):
+            assert not runtime.debug_enabled()
+        runtime.set_debug(True)
+        with runtime.debugging(False):   # leaves an enabled mode on
+            assert runtime.debug_enabled()
+        assert runtime.debug_enabled()
+    finally:
+        runtime.set_debug(before)

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("kernels_debug")]
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines
@@ -17,16 +17,8 @@ if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines
 
 import kernels  # noqa: E402
 from iomodel.families.flash_bwd_sm80 import SHIPPED, FlashBwdConfig  # noqa: E402
-from kernels import runtime  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _debug_mode():
-    runtime.set_debug(True)
-    yield
-    runtime.set_debug(False)
 
 
 def attention_ref(q, k, v, causal, upcast):
