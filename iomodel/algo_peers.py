@@ -11,8 +11,9 @@ matrix products only (2 per multiply-add); the softmax of the loss and the GeLU 
 sizes run.  The backward is counted as 2.5 forwards, 10BHNMd (its five products of the forward's 4BHNMd,
 FlashAttention's count), causal as the forward is (``iomodel.problems.conventional_flops``).
 
-Our own backward kernels (``BACKWARD_KERNELS``, the ``flash_bwd_sm80`` families) are timed in the same
-phase on the same shapes, so their rows name the algorithm too (``algo_of``) though they are no peers.
+Our own backward kernels (``BACKWARD_KERNELS``: the ``flash_bwd_sm80`` families, and on sm_90 the
+``flash_bwd_sm90`` ones) are timed in the same phase on the same shapes, so their rows name the
+algorithm too (``algo_of``) though they are no peers.
 Nothing here imports torch.
 """
 from __future__ import annotations
@@ -21,15 +22,18 @@ from typing import Any, Mapping
 
 from .problems import conventional_flops
 
-__all__ = ["ALGO_PEERS", "BACKWARD_KERNELS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of", "algo_flops",
-           "algo_shape_label", "algo_prediction", "attention_shape", "default_pass"]
+__all__ = ["ALGO_PEERS", "BACKWARD_KERNELS", "DETERMINISTIC_KERNELS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of",
+           "algo_flops", "algo_shape_label", "algo_prediction", "attention_shape", "default_pass"]
 
 #: peer kernel -> the library algorithm it runs
 ALGO_PEERS = {"torch_matmul": "matmul", "torch_cross_entropy": "cross-entropy", "torch_mlp": "mlp",
               "torch_sdpa_flash_bwd": "attention-backward", "torch_sdpa_cudnn_bwd": "attention-backward",
               "torch_sdpa_efficient_bwd": "attention-backward"}
-#: our kernel families timed in the algorithm phase: the attention backward (atomic dQ, deterministic dQ)
-BACKWARD_KERNELS = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
+#: our kernel families timed in the algorithm phase: the attention backward (atomic dQ, deterministic dQ),
+#: mma.sync (sm_80 and newer) then wgmma (sm_90 only)
+BACKWARD_KERNELS = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic", "flash_bwd_sm90", "flash_bwd_sm90_deterministic")
+#: those that sum dQ in a fixed order (the harness times only the model's pick of these)
+DETERMINISTIC_KERNELS = ("flash_bwd_sm80_deterministic", "flash_bwd_sm90_deterministic")
 #: every kernel of the algorithm phase (``--algo-peers`` takes these names) -> the algorithm it runs
 ALGO_KERNELS = {**ALGO_PEERS, **{k: "attention-backward" for k in BACKWARD_KERNELS}}
 #: algorithm -> the size names of its shape, in label order
@@ -54,7 +58,7 @@ def default_pass(kernel: str) -> str | None:
 
 def attention_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
     """A backward shape ``{"B", "H", "N", "M", "d", "causal", "dtype"}`` in the attention families' form
-    (``B, H, H_kv, N_q, N_k, d, causal, dtype``), which the model's ``flash_bwd_sm80`` families take."""
+    (``B, H, H_kv, N_q, N_k, d, causal, dtype``), which the model's backward families take."""
     return {"B": shape["B"], "H": shape["H"], "H_kv": shape.get("H_kv", shape["H"]), "N_q": shape["N"],
             "N_k": shape["M"], "d": shape["d"], "causal": bool(shape.get("causal", False)),
             "dtype": shape.get("dtype", "bf16")}

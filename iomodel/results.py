@@ -6,8 +6,9 @@ module, so the format has one description.  A row is a :class:`ResultRow`; in th
 object whose optional keys (``error``, ``prediction``, ``timing``, ...) appear only when set.
 
 A row's ``pass`` says which attention pass it times: ``"fwd"`` (the attention sweep's rows) or ``"bwd"``
-(the attention backward: our ``flash_bwd_sm80`` kernels and SDPA's backward peers).  A file written
-before the field reads as those rows were (``ResultRow.attention_pass``) and is rewritten as it was;
+(the attention backward: our ``flash_bwd_sm80`` and ``flash_bwd_sm90`` kernels and SDPA's backward
+peers).  A file written before the field reads as those rows were (``ResultRow.attention_pass``) and is
+rewritten as it was;
 the rows of matmul, cross-entropy and the MLP time no attention pass and go without it.
 """
 from __future__ import annotations

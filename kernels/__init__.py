@@ -3,9 +3,10 @@
 * ``flash_attention``: FlashAttention forward, online softmax in exp2; family ``flash_sm80``
   (mma.sync + ldmatrix + cp.async, sm_80 and newer, Hopper included) or ``flash_sm90`` (wgmma + TMA,
   warp-specialized, sm_90a).  Differentiable: when an input requires grad it runs as the operator
-  ``iomodel::flash_attn_fwd`` (``kernels.autograd``), whose backward is ``flash_bwd_sm80``.
-* ``flash_attention_backward``: dQ, dK, dV from the forward's O and LSE (family ``flash_bwd_sm80``,
-  FlashAttention-2's loop nest with mma.sync; ``deterministic=True``: no atomics).
+  ``iomodel::flash_attn_fwd`` (``kernels.autograd``), whose backward is ``flash_attention_backward``'s.
+* ``flash_attention_backward``: dQ, dK, dV from the forward's O and LSE: family ``flash_bwd_sm80``
+  (FlashAttention-2's loop nest with mma.sync) or, on Hopper, ``flash_bwd_sm90`` (wgmma + TMA,
+  warp-specialized), the model's pick by default; ``deterministic=True``: dQ summed in a fixed order.
 * ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through global memory).
 * ``run(family, ...)``: any of them by its registry name (``iomodel.families``).
 
@@ -58,11 +59,15 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
 def flash_attention_backward(dout, q, k, v, out, lse, causal=False, scale=None, config=None, deterministic=False):
     """(dq, dk, dv) of FlashAttention given dO (``dout``), the forward's ``out`` and ``lse``
-    (``flash_attention(..., return_lse=True)``); see ``kernels.flash_bwd_sm80.backward``."""
-    from . import flash_bwd_sm80
+    (``flash_attention(..., return_lse=True)``); see ``kernels.flash_bwd_sm80.backward``.  ``config``: a
+    FlashBwdConfig (flash_bwd_sm80) or a FlashBwdSm90Config (flash_bwd_sm90, Hopper), or a dict of either's
+    fields (with ``consumers``: the Hopper one's); None: the model picks the family and config (the Hopper
+    kernel can only be picked on an sm_90 GPU)."""
+    from . import dispatch
 
-    return flash_bwd_sm80.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config,
-                                   deterministic=deterministic)
+    family, config = dispatch.backward_family(q, k, v, causal, config, deterministic)
+    run = dispatch.runner(family, backward=True)
+    return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config, deterministic=deterministic)
 
 
 def attention_unfused(q, k, v, causal=False, config=None, scale=None):

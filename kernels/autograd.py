@@ -47,11 +47,11 @@ def _config(fields, family: str):
 def _register():
     """Register the two operators and the forward's autograd formula (once: at import)."""
     from . import dispatch
-    from . import flash_bwd_sm80
 
     @torch.library.custom_op("iomodel::flash_attn_fwd", mutates_args=())
     def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, backend: str,
-            fwd_config: list[int], bwd_config: list[int], deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+            fwd_config: list[int], bwd_family: str, bwd_config: list[int],
+            deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         # with a config, backend names its family (sm80 | sm90); without, the model picks here, inside
         # the operator, where torch.compile does not trace; the backward's config and mode ride along
         if fwd_config:
@@ -62,32 +62,39 @@ def _register():
         return dispatch.runner(family).attention(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True)
 
     @fwd.register_fake
-    def _(q, k, v, causal, scale, backend, fwd_config, bwd_config, deterministic):
+    def _(q, k, v, causal, scale, backend, fwd_config, bwd_family, bwd_config, deterministic):
         B, H, N, d = q.shape
         return q.new_empty((B, H, N, d)), q.new_empty((B, H, N), dtype=torch.float32)
 
     @torch.library.custom_op("iomodel::flash_attn_bwd", mutates_args=())
     def bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-            lse: torch.Tensor, causal: bool, scale: float, bwd_config: list[int],
+            lse: torch.Tensor, causal: bool, scale: float, bwd_family: str, bwd_config: list[int],
             deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        cfg = _config(bwd_config, flash_bwd_sm80.FAMILY)
-        return flash_bwd_sm80.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=cfg,
-                                       deterministic=deterministic)
+        # with a config, bwd_family names its family; without ("" and []), the model picks the family and
+        # config here, inside the operator
+        if bwd_config:
+            family, cfg = bwd_family, _config(bwd_config, bwd_family)
+        else:
+            family, cfg = dispatch.backward_family(q, k, v, causal, None, deterministic)
+        run = dispatch.runner(family, backward=True)
+        return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=cfg, deterministic=deterministic)
 
     @bwd.register_fake
-    def _(dout, q, k, v, out, lse, causal, scale, bwd_config, deterministic):
+    def _(dout, q, k, v, out, lse, causal, scale, bwd_family, bwd_config, deterministic):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def setup_context(ctx, inputs, output):
-        q, k, v, causal, scale, _backend, _fwd_cfg, bwd_config, deterministic = inputs
+        q, k, v, causal, scale, _backend, _fwd_cfg, bwd_family, bwd_config, deterministic = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.causal, ctx.scale, ctx.bwd_config, ctx.deterministic = causal, scale, bwd_config, deterministic
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        ctx.bwd_family, ctx.bwd_config = bwd_family, bwd_config
 
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = bwd(dout, q, k, v, out, lse, ctx.causal, ctx.scale, ctx.bwd_config, ctx.deterministic)
-        return dq, dk, dv, None, None, None, None, None, None
+        dq, dk, dv = bwd(dout, q, k, v, out, lse, ctx.causal, ctx.scale, ctx.bwd_family, ctx.bwd_config,
+                         ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
     fwd.register_autograd(backward, setup_context=setup_context)
     return fwd, bwd
@@ -100,16 +107,16 @@ def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_conf
     """(O, LSE) of the FlashAttention forward through the differentiable operator (kernels.flash_attention).
     Only plain values cross into the operator; with config=None nothing here calls the model, so
     torch.compile traces this function without a break."""
+    from . import dispatch
     from .checks import check_scale
-    from .flash_bwd_sm80 import FAMILY as BWD
 
     d = q.shape[-1]
     fields = []
     if config is not None:   # a config picks its family: pass its backend with its fields
-        from . import dispatch
-
         family = dispatch.flash_family(q, k, v, causal, config, backend)[0]
         backend = next(b for b, f in dispatch.FLASH_BACKENDS.items() if f == family)
         fields = config_fields(_typed(family, config, d))
-    return FWD(q, k, v, bool(causal), check_scale(scale, d), backend, fields,
-               config_fields(_typed(BWD, bwd_config, d)), bool(deterministic))
+    bwd_family = dispatch.backward_config_family(bwd_config) if bwd_config is not None else ""
+    bwd_fields = config_fields(_typed(bwd_family, bwd_config, d)) if bwd_family else []
+    return FWD(q, k, v, bool(causal), check_scale(scale, d), backend, fields, bwd_family, bwd_fields,
+               bool(deterministic))

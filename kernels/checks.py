@@ -10,7 +10,8 @@ from typing import Any
 
 from iomodel import families
 
-__all__ = ["check_qkv", "check_scale", "check_config", "check_smem", "dtype_name"]
+__all__ = ["check_qkv", "check_scale", "check_config", "check_smem", "dtype_name", "check_like", "rows_aligned",
+           "check_lse", "backward_inputs"]
 
 
 def _torch():
@@ -129,3 +130,44 @@ def check_smem(family: str, config, smem: int, limit: int) -> None:
     if smem > limit:
         raise ValueError(f"{family} config {families.get(family).label(config)} needs {smem} bytes of shared "
                          f"memory per block; this GPU allows {limit}.")
+
+
+# ------------------------------------------------------------------------------------ the backward's inputs
+def check_like(name: str, t, ref, shape: tuple) -> None:
+    """`t` (out or dout) must be a tensor like q: same shape, dtype and device, rows of stride 1."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if tuple(t.shape) != shape:
+        raise ValueError(f"{name} must have q's shape {shape}, got {tuple(t.shape)}")
+    if t.dtype != ref.dtype or t.device != ref.device:
+        raise ValueError(f"{name} must be {ref.dtype} on {ref.device} like q, got {t.dtype} on {t.device}")
+
+
+def rows_aligned(t) -> bool:
+    """Stride 1 along d, 16-byte aligned rows and start (what 16-byte loads and TMA need): a backward's
+    `out` and `dout` that fail it are copied."""
+    return (t.stride(3) == 1 and t.data_ptr() % 16 == 0
+            and all(t.stride(i) % 8 == 0 or t.shape[i] == 1 for i in range(3)))
+
+
+def check_lse(lse, shape: tuple, q) -> None:
+    import torch
+
+    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(f"lse must be a float32 tensor on {q.device} (the forward's return_lse=True output)")
+    if tuple(lse.shape) != shape[:3]:
+        raise ValueError(f"lse must have shape {shape[:3]} (B, H, N_q), got {tuple(lse.shape)}")
+
+
+def backward_inputs(dout, out, lse, q, shape: tuple):
+    """The forward's `out`, `lse` and the incoming `dout` of a backward call, checked against q (`shape`:
+    q's (B, H, N_q, d)), as the kernels read them: out and dout copied when their rows are not aligned,
+    lse made contiguous."""
+    check_like("out", out, q, shape)
+    check_like("dout", dout, q, shape)
+    check_lse(lse, shape, q)
+    out = out if rows_aligned(out) else out.contiguous()
+    dout = dout if rows_aligned(dout) else dout.contiguous()
+    return out, dout, lse.contiguous()

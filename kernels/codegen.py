@@ -29,6 +29,9 @@ WGMMA_HEADER = "sm90_wgmma.cuh"
 # head dim (RS, O += P V)
 WGMMA_SS_N = tuple(range(16, 257, 16))
 WGMMA_RS_N = _flash_sm90.HEAD_DIMS
+# both operands MN-major from SMEM (tnspA = tnspB = 1): the backward's dQ = dS K, whose dS^T and K tiles
+# are stored with the keys (the contracted axis) as rows; a warpgroup's dQ slice is 64 or 128 head dims
+WGMMA_SST_N = (64, 128)
 
 # Parameter lists of the sm80 kernels, for explicit instantiation (they must match the headers).
 _FLASH_PARAMS = ("const {T}*, const {T}*, const {T}*, {T}*, float*, "
@@ -140,6 +143,7 @@ def _wgmma_preamble() -> list[str]:
         "// wgmma.mma_async m64nNk16 with f32 accumulators for bf16 and f16 inputs:",
         "//   wgmma_ss<N, BF16>(d, desc_a, desc_b, scale_d)      A and B from SMEM, both K-major",
         "//   wgmma_rs<N, BF16>(d, a0..a3, desc_b, scale_d)      A from registers, B MN-major (tnspB=1)",
+        "//   wgmma_sst<N, BF16>(d, desc_a, desc_b, scale_d)     A and B from SMEM, both MN-major (tnspA=tnspB=1)",
         "// scale_d = 0 overwrites the accumulator (D = A*B), 1 accumulates (D += A*B).",
         "#pragma once",
         '#include "sm90_common.cuh"',
@@ -152,8 +156,8 @@ def _wgmma_preamble() -> list[str]:
 def _wgmma_operands(kind: str, nreg: int) -> dict:
     """Operand numbering of one wrapper's asm: after the nreg accumulators come A (SS: one descriptor;
     RS: four registers), then B's descriptor and scale_d."""
-    if kind == "ss":
-        return dict(a_ops=f"%{nreg}", ib=nreg + 1, isc=nreg + 2, tail="p, 1, 1, 0, 0",
+    if kind in ("ss", "sst"):
+        return dict(a_ops=f"%{nreg}", ib=nreg + 1, isc=nreg + 2, tail="p, 1, 1, 1, 1" if kind == "sst" else "p, 1, 1, 0, 0",
                     sig="u64 desc_a, u64 desc_b, int scale_d", ins='"l"(desc_a), "l"(desc_b), "r"(scale_d)')
     return dict(a_ops="{" + ", ".join(f"%{nreg + j}" for j in range(4)) + "}", ib=nreg + 4, isc=nreg + 5,
                 tail="p, 1, 1, 1", sig="u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b, int scale_d",
@@ -161,7 +165,7 @@ def _wgmma_operands(kind: str, nreg: int) -> dict:
 
 
 def _wgmma_wrapper(kind: str, n: int, ty: str) -> list[str]:
-    """One ``wgmma_{ss,rs}_n{N}_{bf16,f16}`` inline-asm function."""
+    """One ``wgmma_{ss,sst,rs}_n{N}_{bf16,f16}`` inline-asm function."""
     nreg = n // 2
     op = _wgmma_operands(kind, nreg)
     dregs = ", ".join(f"%{i}" for i in range(nreg))
@@ -181,10 +185,10 @@ def _wgmma_wrapper(kind: str, n: int, ty: str) -> list[str]:
 
 
 def _wgmma_dispatch(kind: str, ns) -> list[str]:
-    """The ``wgmma_{ss,rs}<N, BF16>`` template that picks the wrapper for N at compile time."""
+    """The ``wgmma_{ss,sst,rs}<N, BF16>`` template that picks the wrapper for N at compile time."""
     out = ["template <int N, bool BF16>"]
-    if kind == "ss":
-        out.append("__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {")
+    if kind in ("ss", "sst"):
+        out.append(f"__device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {{")
         call = "(d, desc_a, desc_b, scale_d)"
     else:
         out.append("__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b,")
@@ -198,15 +202,16 @@ def _wgmma_dispatch(kind: str, ns) -> list[str]:
     return out
 
 
-def wgmma_header_text(ss_ns=WGMMA_SS_N, rs_ns=WGMMA_RS_N) -> str:
-    """Text of csrc/sm90_wgmma.cuh: the wrappers for every N of each kind, then the two dispatchers."""
+def wgmma_header_text(ss_ns=WGMMA_SS_N, rs_ns=WGMMA_RS_N, sst_ns=WGMMA_SST_N) -> str:
+    """Text of csrc/sm90_wgmma.cuh: the wrappers for every N of each kind, then the three dispatchers."""
     out = _wgmma_preamble()
-    for kind, ns in (("ss", ss_ns), ("rs", rs_ns)):
+    kinds = (("ss", ss_ns), ("rs", rs_ns), ("sst", sst_ns))
+    for kind, ns in kinds:
         for n in ns:
             for ty in ("bf16", "f16"):
                 out += _wgmma_wrapper(kind, n, ty)
         out.append("")
-    for kind, ns in (("ss", ss_ns), ("rs", rs_ns)):
+    for kind, ns in kinds:
         out += _wgmma_dispatch(kind, ns)
     out.append("}  // namespace sm90")
     return "\n".join(out) + "\n"

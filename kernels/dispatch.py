@@ -20,11 +20,12 @@ from iomodel.names import suggest
 from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
 
-__all__ = ["FLASH_BACKENDS", "RUNNABLE", "Call", "runner", "flash_family", "config_family", "choose",
-           "config_for", "prepare"]
+__all__ = ["FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
+           "backward_config_family", "backward_family", "choose", "config_for", "prepare"]
 
 FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
-RUNNABLE = ("flash_sm80", "flash_sm90", "unfused")   # registry names kernels.run takes (= module names)
+BACKWARD_FAMILIES = ("flash_bwd_sm80", "flash_bwd_sm90")   # atomic dQ; each has a `<name>_deterministic` twin
+RUNNABLE = ("flash_sm80", "flash_sm90", "unfused")   # forward families kernels.run takes (= module names)
 _WGMMA_CAPABILITY = (9, 0)
 _FLASH_HEAD_DIMS = tuple(sorted({d for n in FLASH_BACKENDS.values() for d in families.get(n).head_dims}))
 
@@ -34,11 +35,13 @@ def runs_here(family: str, capability: tuple[int, int]) -> bool:
     return not families.get(family).requires_wgmma or tuple(capability) == _WGMMA_CAPABILITY
 
 
-def runner(family: str):
-    """The module that launches `family` (its ``attention(q, k, v, causal, config, scale)`` runs it)."""
-    if family not in RUNNABLE:
-        raise ValueError(f"no kernel for family {family!r}{suggest(family, RUNNABLE)}; "
-                         f"kernels run {', '.join(RUNNABLE)}")
+def runner(family: str, backward: bool = False):
+    """The module that launches `family`: a forward one's ``attention(q, k, v, causal, config, scale)``, with
+    `backward` a backward one's ``backward(dout, q, k, v, out, lse, ...)``."""
+    names = BACKWARD_FAMILIES if backward else RUNNABLE
+    if family not in names:
+        raise ValueError(f"no {'backward ' if backward else ''}kernel for family {family!r}{suggest(family, names)}; "
+                         f"kernels run {', '.join(names)}")
     return importlib.import_module(f"{__package__}.{family}")
 
 
@@ -75,6 +78,30 @@ def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
     names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))]
     pick = choose(names, {**shape, "causal": bool(causal)}, index)
     return pick.kernel, pick.config
+
+
+def backward_config_family(config) -> str:
+    """The backward family a config belongs to: a FlashBwdSm90Config, or a dict with ``consumers``, is
+    flash_bwd_sm90's; anything else goes to flash_bwd_sm80 (whose config check names what is wrong)."""
+    sm90 = families.get("flash_bwd_sm90").config_type
+    if isinstance(config, sm90) or (isinstance(config, Mapping) and "consumers" in config):
+        return "flash_bwd_sm90"
+    return "flash_bwd_sm80"
+
+
+def backward_family(q, k, v, causal, config, deterministic: bool) -> tuple[str, object]:
+    """(family, config) of a backward call: the config's own family, or with config=None the model's pick
+    over the backward families this GPU runs (flash_bwd_sm90 on an sm_90 GPU too), in the call's mode.
+    The family returned is the atomic one's name (its module runs both modes)."""
+    if config is not None:
+        return backward_config_family(config), config
+    suffix = "_deterministic" if deterministic else ""
+    shape = check_qkv(q, k, v, head_dims=families.get(BACKWARD_FAMILIES[0]).head_dims)
+    index = driver.device_index(q.device)
+    names = [n + suffix for n in BACKWARD_FAMILIES if runs_here(n, driver.capability(index))
+             and shape["d"] in families.get(n).head_dims]
+    pick = choose(names, {**shape, "causal": bool(causal)}, index)
+    return pick.kernel.removesuffix(suffix), pick.config
 
 
 def config_for(family: str, config, shape: dict, index: int):

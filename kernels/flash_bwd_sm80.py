@@ -17,7 +17,7 @@ import math
 from iomodel.families.flash_bwd_sm80 import dq_block_k
 
 from . import compile, driver, runtime
-from .checks import check_smem
+from .checks import backward_inputs, check_smem
 from .dispatch import prepare
 
 __all__ = ["FAMILY", "DETERMINISTIC", "backward", "module", "kernel_names"]
@@ -41,7 +41,7 @@ def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[st
     if deterministic:
         dq = f"iom::flash_bwd_dq_kernel<{t}, {cfg.block_q}, {dq_block_k(cfg)}, {cfg.stages}, {d}, {_b(causal)}>"
     else:
-        dq = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_q}, {cfg.warps}>"
+        dq = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_q}, iom::DqLayout<{cfg.block_q}, {cfg.warps}, {d}>>"
     return dot, main, dq
 
 
@@ -58,33 +58,6 @@ def _kernels(index: int, cfg, dtype: str, causal: bool, deterministic: bool) -> 
     dot, main, dq = kernel_names(cfg, dtype, causal, deterministic)
     return (driver.kernel(index, mod, dot, 0), driver.kernel(index, mod, main, cfg.smem_bytes()),
             driver.kernel(index, mod, dq, cfg.dq_smem_bytes() if deterministic else 0))
-
-
-def _check_like(name: str, t, ref, shape: tuple) -> None:
-    """`t` (out or dout) must be a tensor like q: same shape, dtype and device, rows of stride 1."""
-    import torch
-
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{name} must have q's shape {shape}, got {tuple(t.shape)}")
-    if t.dtype != ref.dtype or t.device != ref.device:
-        raise ValueError(f"{name} must be {ref.dtype} on {ref.device} like q, got {t.dtype} on {t.device}")
-
-
-def _rows_ok(t) -> bool:
-    """Stride 1 along d, 16-byte aligned rows and start (what the kernels' 16-byte loads need)."""
-    return (t.stride(3) == 1 and t.data_ptr() % 16 == 0
-            and all(t.stride(i) % 8 == 0 or t.shape[i] == 1 for i in range(3)))
-
-
-def _check_lse(lse, shape: tuple, q) -> None:
-    import torch
-
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.device != q.device:
-        raise ValueError(f"lse must be a float32 tensor on {q.device} (the forward's return_lse=True output)")
-    if tuple(lse.shape) != shape[:3]:
-        raise ValueError(f"lse must have shape {shape[:3]} (B, H, N_q), got {tuple(lse.shape)}")
 
 
 def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False):
@@ -104,12 +77,7 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
         check_smem(family, cfg, cfg.dq_smem_bytes(q.element_size()), driver.max_smem_optin(call.device))
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
     shape = (B, H, N_q, d)
-    _check_like("out", out, q, shape)
-    _check_like("dout", dout, q, shape)
-    _check_lse(lse, shape, q)
-    out = out if _rows_ok(out) else out.contiguous()
-    dout = dout if _rows_ok(dout) else dout.contiguous()
-    lse = lse.contiguous()
+    out, dout, lse = backward_inputs(dout, out, lse, q, shape)
 
     n_qp = math.ceil(N_q / cfg.block_q) * cfg.block_q
     dev = q.device

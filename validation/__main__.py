@@ -106,7 +106,8 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                         "backward as PyTorch runs them, and our backward kernels beside them)")
     r.add_argument("--algo-peers", type=_parse_algo_peers, default=None, metavar="LIST",
                    help="with --only algorithms: run only these kernels' rows (comma list of peers and "
-                        "flash_bwd_sm80, flash_bwd_sm80_deterministic; default: all)")
+                        "flash_bwd_sm80, flash_bwd_sm80_deterministic, flash_bwd_sm90, "
+                        "flash_bwd_sm90_deterministic (sm_90 only); default: all)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")

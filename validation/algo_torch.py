@@ -10,19 +10,21 @@ N|M, d) requiring grad, ``out`` the forward of ``F.scaled_dot_product_attention`
 shape says) run once (untimed) with the peer's backend forced by ``sdpa_kernel`` (autograd then runs
 that backend's backward), ``dout`` standard normal with ``out``'s strides.  The timed call is
 ``torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)``.  Our backward kernels
-(``flash_bwd_sm80``, ``flash_bwd_sm80_deterministic``) have ``(q, k, v, out, lse, dout, causal)``: q, k,
-v and dout standard normal, ``out`` and the LSE from our forward, ``kernels.flash_attention(...,
+(``iomodel.algo_peers.BACKWARD_KERNELS``) have ``(q, k, v, out, lse, dout, causal)``: q, k, v and dout
+standard normal, ``out`` and the LSE from our forward, ``kernels.flash_attention(...,
 return_lse=True)``, untimed; the timed call is ``kernels.flash_attention_backward(dout, q, k, v, out,
-lse, causal=..., config=..., deterministic=...)``.  Both checks compare dQ, dK and dV with the math
-backend's on float32 copies (causal as the row), a few heads at a time so that the float32 score
-matrices stay near 1 GiB each; our kernels' check runs in the kernels' debug mode, as the forward's.
+lse, causal=..., config=..., deterministic=...)`` for ``flash_bwd_sm80`` and its deterministic twin,
+``kernels.flash_bwd_sm90.backward`` with the same arguments for ``flash_bwd_sm90`` and its twin.  Both
+checks compare dQ, dK and dV with the math backend's on float32 copies (causal as the row), a few heads
+at a time so that the float32 score matrices stay near 1 GiB each; our kernels' check runs in the
+kernels' debug mode, as the forward's.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-from iomodel.algo_peers import BACKWARD_KERNELS, algo_of
+from iomodel.algo_peers import BACKWARD_KERNELS, DETERMINISTIC_KERNELS, algo_of
 
 __all__ = ["TorchAlgorithms", "BACKENDS"]
 
@@ -30,6 +32,18 @@ __all__ = ["TorchAlgorithms", "BACKENDS"]
 BACKENDS = {"torch_sdpa_flash_bwd": "FLASH_ATTENTION", "torch_sdpa_cudnn_bwd": "CUDNN_ATTENTION",
             "torch_sdpa_efficient_bwd": "EFFICIENT_ATTENTION"}
 _REF_ELEMENTS = 1 << 28   # float32 scores per reference chunk (1 GiB)
+
+
+def _backward_entry(kernel: str) -> Callable[..., Any]:
+    """The entry point of one of our backward families: both have ``kernels.flash_bwd_sm80.backward``'s
+    signature (``deterministic`` picks the twin)."""
+    if kernel.startswith("flash_bwd_sm90"):
+        from kernels import flash_bwd_sm90
+
+        return flash_bwd_sm90.backward
+    import kernels
+
+    return kernels.flash_attention_backward
 
 
 class TorchAlgorithms:
@@ -113,10 +127,9 @@ class TorchAlgorithms:
         torch, F = self.torch, self.F
         algo = algo_of(kernel)
         if kernel in BACKWARD_KERNELS:
-            import kernels
-
-            det = kernel == BACKWARD_KERNELS[1]
-            return lambda q, k, v, out, lse, dout, causal: kernels.flash_attention_backward(
+            backward = _backward_entry(kernel)
+            det = kernel in DETERMINISTIC_KERNELS
+            return lambda q, k, v, out, lse, dout, causal: backward(
                 dout, q, k, v, out, lse, causal=causal, config=config, deterministic=det)
         if algo == "matmul":
             return lambda a, b, c: torch.matmul(a, b, out=c)

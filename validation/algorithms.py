@@ -10,7 +10,10 @@ algorithms timed as peers, each row checked against a float32 reference first.
   ``BACKWARD_TOLERANCE``;
 * ``flash_bwd_sm80`` (every shipped config of the head dim) and ``flash_bwd_sm80_deterministic`` (the
   model's pick): our backward kernel, ``kernels.flash_attention_backward``, on the same shapes, with
-  the same check; its ``out`` and LSE come from our forward, untimed.
+  the same check; its ``out`` and LSE come from our forward, untimed;
+* ``flash_bwd_sm90`` and ``flash_bwd_sm90_deterministic`` likewise (``kernels.flash_bwd_sm90.backward``),
+  on sm_90 devices only: elsewhere they are not planned, and the results file's ``skipped_families``
+  says why (``backward_skips``), as for the forward's ``flash_sm90``.
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
@@ -25,16 +28,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from iomodel.algo_peers import (BACKWARD_KERNELS, algo_flops, algo_of, algo_prediction, attention_shape,
-                                default_pass)
-from iomodel.families.flash_bwd_sm80 import SHIPPED
+from iomodel import families
+from iomodel.algo_peers import (BACKWARD_KERNELS, DETERMINISTIC_KERNELS, algo_flops, algo_of, algo_prediction,
+                                attention_shape, default_pass)
 from iomodel.results import ResultRow, config_label, shape_label
 
 from .plan import HIDDEN, TOKENS, _model_order
 from .records import TOLERANCE, new_record, record_error
 
 __all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "BACKWARD_SHAPES",
-           "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "AlgoRow", "algorithm_rows", "run_algorithms"]
+           "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "AlgoRow", "algorithm_rows", "backward_skips", "run_algorithms"]
 
 ALGORITHMS = "algorithms"   # the name ``--only`` takes
 
@@ -49,8 +52,9 @@ CROSS_ENTROPY_SHAPES = ((8192, 4096, 32000), (8192, 4096, 128256), (16384, 2048,
 #: (T, D, F): tokens, model width, hidden width
 MLP_SHAPES = ((16384, 4096, 14336), (8192, 4096, 11008), (4096, 2048, 8192))
 #: (N, d, causal) of the attention backward, N == M, B*N = 16384 tokens and H*d = 2048 (the attention
-#: sweep's): 20 shapes, each with the three peers and our six rows; a call is 10 * 16384 * 2048 * N FLOPs
-#: (0.34 to 5.5 TFLOP, half that causal), so a row's check and timing stay under a second of GPU work
+#: sweep's): 20 shapes, each with the three peers and our rows (six of flash_bwd_sm80's families, three
+#: of flash_bwd_sm90's on sm_90); a call is 10 * 16384 * 2048 * N FLOPs (0.34 to 5.5 TFLOP, half that
+#: causal), so a row's check and timing stay under a second of GPU work
 BACKWARD_SHAPES = tuple((N, d, causal) for N in (1024, 2048, 4096, 8192, 16384) for d in (64, 128)
                         for causal in (False, True))
 BACKWARD_PEERS = ("torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd")
@@ -62,7 +66,6 @@ _FULL = {"matmul": MATMUL_SHAPES, "cross-entropy": CROSS_ENTROPY_SHAPES, "mlp": 
          "attention-backward": BACKWARD_SHAPES}
 _KERNELS = {"matmul": ("torch_matmul",), "cross-entropy": ("torch_cross_entropy",), "mlp": ("torch_mlp",),
             "attention-backward": BACKWARD_PEERS + BACKWARD_KERNELS}
-DETERMINISTIC = BACKWARD_KERNELS[1]   # its model's pick only; the atomic kernel runs every shipped config
 
 
 @dataclass
@@ -89,9 +92,22 @@ def _shape(algo: str, sizes: tuple, dtype: str) -> dict[str, Any]:
     return {**dict(zip(names, sizes)), "dtype": dtype}
 
 
-def _shipped(d: int) -> list[Any]:
-    """The shipped configs of head dim ``d``: both backward families ship flash_bwd_sm80's."""
-    return [c for c in SHIPPED if c.head_dim == d]
+def _shipped(kernel: str, d: int) -> list[Any]:
+    """The shipped configs of head dim ``d`` (each deterministic family ships its atomic twin's)."""
+    return [c for c in families.get(kernel).shipped if c.head_dim == d]
+
+
+#: the compute capability whose code the wgmma families are built for (sm_90a runs on 9.0 only)
+WGMMA_CAPABILITY = (9, 0)
+
+
+def backward_skips(capability, peers: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Our backward kernels this device cannot run (kernel -> why), among ``peers`` (None: all): the
+    wgmma families off sm_90, as the attention sweep skips ``flash_sm90``."""
+    major, minor = capability
+    return {k: f"needs sm_90a; this device is sm_{major}{minor}" for k in BACKWARD_KERNELS
+            if (peers is None or k in peers) and families.get(k).requires_wgmma
+            and tuple(capability) != WGMMA_CAPABILITY}
 
 
 def _ours(kernel: str, shape: dict[str, Any], predictor, notes: list[str]) -> list[AlgoRow]:
@@ -99,30 +115,32 @@ def _ours(kernel: str, shape: dict[str, Any], predictor, notes: list[str]) -> li
     shipped config of the head dim for the atomic kernel (several configs a shape: the model-accuracy
     and ranking rows), the model's pick alone for the deterministic one (what ``iomodel.chooser.choose``
     picks, ranked here with the run's calibration as the attention sweep's model-top rows are)."""
-    cfgs = _shipped(shape["d"])
+    cfgs = _shipped(kernel, shape["d"])
     if not cfgs:
         notes.append(f"{kernel}: no shipped config for d={shape['d']}")
         return []
     order, ranked = _model_order(kernel, attention_shape(shape), cfgs, predictor, notes)
-    if kernel == DETERMINISTIC:
+    deterministic = kernel in DETERMINISTIC_KERNELS   # its model's pick only
+    if deterministic:
         order = order[:1]
-    why = "model-top" if kernel == DETERMINISTIC else "sweep"
+    why = "model-top" if deterministic else "sweep"
     return [AlgoRow(kernel, shape, cfgs[i], why, r if i in ranked else None) for r, i in enumerate(order)]
 
 
 def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...] | None = None,
-                   predictor=None, notes: list[str] | None = None) -> list[AlgoRow]:
+                   predictor=None, notes: list[str] | None = None, skip=()) -> list[AlgoRow]:
     """Every row of the algorithm phase, matmul first, then the backward shape by shape: the three SDPA
-    backends, our atomic kernel's shipped configs, our deterministic kernel's pick.  ``peers``: only
-    those kernels' rows (None: all); ``predictor`` (``validation.predictor.Predictor``) orders our
-    configs and picks the deterministic one (without it: the shipped order)."""
+    backends, each atomic kernel's shipped configs, each deterministic kernel's pick.  ``peers``: only
+    those kernels' rows (None: all); ``skip``: kernels left out (``backward_skips``); ``predictor``
+    (``validation.predictor.Predictor``) orders our configs and picks the deterministic ones (without
+    it: the shipped order)."""
     notes = notes if notes is not None else []
     rows = []
     for algo, shapes in (_QUICK if quick else _FULL).items():
         for sizes in shapes:
             shape = _shape(algo, sizes, dtype)
             for kernel in _KERNELS[algo]:
-                if peers is not None and kernel not in peers:
+                if (peers is not None and kernel not in peers) or kernel in skip:
                     continue
                 rows += (_ours(kernel, shape, predictor, notes) if kernel in BACKWARD_KERNELS
                          else [AlgoRow(kernel, shape)])

@@ -50,7 +50,8 @@ class FakeAlgorithms:
 
     RATE = {"torch_matmul": 600e12, "torch_cross_entropy": 450e12, "torch_mlp": 550e12,
             "torch_sdpa_flash_bwd": 400e12, "torch_sdpa_cudnn_bwd": 480e12, "torch_sdpa_efficient_bwd": 200e12,
-            "flash_bwd_sm80": 380e12, "flash_bwd_sm80_deterministic": 300e12}
+            "flash_bwd_sm80": 380e12, "flash_bwd_sm80_deterministic": 300e12,
+            "flash_bwd_sm90": 520e12, "flash_bwd_sm90_deterministic": 430e12}
 
     def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
         self.fail, self.wrong = set(fail), set(wrong)
@@ -59,11 +60,13 @@ class FakeAlgorithms:
         return [({"kernel": kernel, "shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
 
     def rate(self, kernel: str, config: Any = None) -> float:
-        """FLOP/s of a fake kernel (at its best tiles when it has a config: 64 x 128, two stages)."""
+        """FLOP/s of a fake kernel (at its best tiles when it has a config: 64 queries x 128 keys, two
+        stages; flash_bwd_sm90's configs name them block_m x block_n)."""
         d = config_dict(config)
         pen = 0.0
-        if "block_q" in d:
-            pen += 0.06 * abs(math.log2(d["block_q"] / 64)) + 0.04 * abs(math.log2(d["block_k"] / 128))
+        queries, keys = d.get("block_q", d.get("block_m")), d.get("block_k", d.get("block_n"))
+        if queries is not None:
+            pen += 0.06 * abs(math.log2(queries / 64)) + 0.04 * abs(math.log2(keys / 128))
             pen += 0.03 * abs(d["stages"] - 2)
         return self.RATE[kernel] * max(0.2, 1.0 - pen)
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from iomodel.files import OutputError
 from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
 
-from .algorithms import ALGORITHMS, algorithm_rows, run_algorithms
+from .algorithms import ALGORITHMS, algorithm_rows, backward_skips, run_algorithms
 from .plan import DEFAULT_ONLY, PlannedRow, build_plan, default_shapes
 from .predictor import Predictor
 from .records import (NOT_TIMED, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
@@ -147,6 +147,18 @@ def _calibrate(run: _Run):
     return cal
 
 
+def _plan_algorithms(run: _Run) -> list:
+    """The algorithm phase's rows; our backward kernels this device cannot run (the wgmma ones off
+    sm_90) are left out and listed in ``skipped_families``, as the attention sweep's families are."""
+    opts, results = run.opts, run.results
+    skip = backward_skips(run.env.compute_capability, opts.algo_peers)
+    for name, why in skip.items():
+        results["skipped_families"][name] = why
+        run.log(f"skipping {name}: {why}")
+    return algorithm_rows(opts.quick, peers=opts.algo_peers, predictor=run.predictor, notes=results["notes"],
+                          skip=skip)
+
+
 def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     """Phase 2: the families this device runs, and the rows in the model's order (fresh calibration)."""
     opts, results = run.opts, run.results
@@ -159,8 +171,7 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.algo_rows = (algorithm_rows(opts.quick, peers=opts.algo_peers, predictor=run.predictor, notes=results["notes"])
-                     if ALGORITHMS in opts.only else [])
+    run.algo_rows = _plan_algorithms(run) if ALGORITHMS in opts.only else []
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
     run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
     return plan

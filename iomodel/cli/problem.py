@@ -17,7 +17,7 @@ ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attentio
 BACKWARD_ALGOS = ("flash-attention-backward",)   # our kernels of the backward (the diagram's: attention-backward)
 ALGOS = (*ATTENTION_ALGOS, *BACKWARD_ALGOS, *DIAGRAM_ALGOS, "softmax")
 FLASH = ("flash_sm80", "flash_sm90")
-BACKWARD = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
+BACKWARD = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic", "flash_bwd_sm90", "flash_bwd_sm90_deterministic")
 # the algorithms whose shape takes a causal mask from --causal (flash-attention-causal is one already)
 CAUSAL_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", *BACKWARD_ALGOS)
 ALGO_FAMILIES = {"flash-attention": FLASH, "flash-attention-causal": FLASH, "gqa": FLASH,

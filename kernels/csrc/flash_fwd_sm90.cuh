@@ -185,17 +185,6 @@ __device__ __forceinline__ void rescale_o(float (&o)[T::kHeadDim / 2], const flo
     }
 }
 
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) reg_fence(r[i]);
-}
-template <int N>
-__device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) reg_fence(r[i]);
-}
-
 // Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Without masking all tiles cost the
 // same and the tiles of one head are adjacent (the CTAs running together share K/V in L2).  With
 // causal masking tiles are ordered longest first (largest m_block first) within sections of `sec`
@@ -239,21 +228,6 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
     const int t = k * G + ((T::kCausal && (k & 1)) ? G - 1 - int(blockIdx.x) : int(blockIdx.x));
     return t < num_tiles ? t : -1;
 }
-
-// The next slot of an S-deep ring; the barrier phase flips each time the ring wraps.
-template <int S>
-__device__ __forceinline__ void next_stage(int& stage, u32& phase) {
-    if (++stage == S) {
-        stage = 0;
-        phase ^= 1;
-    }
-}
-
-// Lane 0's value for the whole warp.  ptxas then treats it as warp-uniform, so loop bounds, the ring
-// stage and the SMEM descriptors derived from it stay in uniform registers: the wgmma descriptors
-// need no per-chunk R2UR moves from per-thread registers.  Used on values derived from the thread
-// index only; broadcasting the slot's n_blocks or the ring stage itself added R2URs instead (SASS).
-__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
 
 // Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.
 __device__ __forceinline__ int claim_tile(int* counter) { return int(gridDim.x) + atomicAdd(counter, 1); }

@@ -144,4 +144,46 @@ __device__ __forceinline__ u32 pack2(float lo, float hi) {
     return r;
 }
 
+// ----------------------------------------------------------------------------------- kernel plumbing
+// Keep the compiler from moving reads / writes of a whole register array across this point (after a
+// wgmma wait: the accumulators and A operands an asynchronous wgmma used).
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) reg_fence(r[i]);
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(u32 (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) reg_fence(r[i]);
+}
+
+// The next slot of an S-deep ring; the barrier phase flips each time the ring wraps.
+template <int S>
+__device__ __forceinline__ void next_stage(int& stage, u32& phase) {
+    if (++stage == S) {
+        stage = 0;
+        phase ^= 1;
+    }
+}
+
+// Lane 0's value for the whole warp.  ptxas then treats it as warp-uniform, so loop bounds, the ring
+// stage and the SMEM descriptors derived from it stay in uniform registers: the wgmma descriptors
+// need no per-chunk R2UR moves from per-thread registers.  Used on values derived from the thread
+// index only; broadcasting the slot's n_blocks or the ring stage itself added R2URs instead (SASS).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
+// Unpack a 16-bit pair (bits 0-15 -> x, bits 16-31 -> y) to floats.
+template <bool BF16>
+__device__ __forceinline__ float2 unpack2(u32 v) {
+    if constexpr (BF16) {
+        return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+    } else {
+        float2 r;
+        asm("{\n\t.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}"
+            : "=f"(r.x), "=f"(r.y) : "r"(v));
+        return r;
+    }
+}
+
 }  // namespace sm90

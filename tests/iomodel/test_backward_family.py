@@ -23,7 +23,8 @@ GPUS = ("h100-sxm", "a100-sxm-80gb", "a100-sxm-40gb")
 
 
 def test_both_families_are_registered_for_the_backward_problem_only():
-    assert [f.name for f in families.for_problem("attention-backward")] == [ATOMIC, DETERMINISTIC]
+    assert [f.name for f in families.for_problem("attention-backward")] == [
+        ATOMIC, DETERMINISTIC, "flash_bwd_sm90", "flash_bwd_sm90_deterministic"]   # the Hopper pair: its own tests
     assert not {ATOMIC, DETERMINISTIC} & {f.name for f in families.for_problem("attention")}
     for name in (ATOMIC, DETERMINISTIC):
         fam = families.get(name)

@@ -38,7 +38,7 @@ def test_kernel_names_follow_the_mode():
     dot, main, last = flash_bwd_sm80.kernel_names(cfg, "fp16", True, False)
     assert dot == "iom::flash_bwd_dot_kernel<iom::fp16, 128>"
     assert main == "iom::flash_bwd_kernel<iom::fp16, 64, 128, 8, 2, 128, true, true>"
-    assert last == "iom::flash_bwd_convert_kernel<iom::fp16, 128, 64, 8>"
+    assert last == "iom::flash_bwd_convert_kernel<iom::fp16, 128, 64, iom::DqLayout<64, 8, 128>>"
     _, main, last = flash_bwd_sm80.kernel_names(cfg, "bf16", False, True)
     assert main.endswith("false, false>")   # no atomic dQ in the deterministic mode
     assert last == "iom::flash_bwd_dq_kernel<iom::bf16, 64, 64, 2, 128, false>"   # 64-key chunks at d=128

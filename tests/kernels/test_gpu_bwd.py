@@ -17,6 +17,7 @@ if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines
 
 import kernels  # noqa: E402
 from iomodel.families.flash_bwd_sm80 import SHIPPED, FlashBwdConfig  # noqa: E402
+from iomodel.families.flash_bwd_sm90 import SHIPPED as SHIPPED_SM90  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -91,6 +92,34 @@ def test_every_shipped_config(cfg, dtype):
     for causal in (False, True):
         check_rule(run_bwd(q, k, v, dout, causal, cfg), q, k, v, dout, causal)
         check_rule(run_bwd(q, k, v, dout, causal, cfg, deterministic=True), q, k, v, dout, causal)
+
+
+def _hopper() -> bool:
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+@pytest.mark.parametrize("cfg", SHIPPED_SM90, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ("bf16", "fp16"))
+def test_every_shipped_hopper_config(cfg, dtype):
+    """flash_bwd_sm90's configs: odd lengths, N_q != N_k both ways, GQA 4:1, both modes."""
+    if not _hopper():
+        pytest.skip("flash_bwd_sm90 needs an sm_90 GPU")
+    for shape in ((1, 4, 1, 777, 900), (2, 2, 2, 300, 65), (1, 2, 2, 1, 1)):
+        q, k, v, dout = make(*shape, cfg.head_dim, DTYPES[dtype])
+        for causal in (False, True):
+            check_rule(run_bwd(q, k, v, dout, causal, cfg), q, k, v, dout, causal)
+            check_rule(run_bwd(q, k, v, dout, causal, cfg, deterministic=True), q, k, v, dout, causal)
+
+
+def test_hopper_picks_its_own_backward():
+    """With config=None an sm_90 GPU runs the model's pick over both backward families: the wgmma one."""
+    if not _hopper():
+        pytest.skip("flash_bwd_sm90 needs an sm_90 GPU")
+    from kernels import dispatch
+
+    q, k, v, _ = make(1, 4, 4, 4096, 4096, 128, torch.bfloat16)
+    for det in (False, True):
+        assert dispatch.backward_family(q, k, v, True, None, det)[0] == "flash_bwd_sm90"
 
 
 @pytest.mark.parametrize("causal", (False, True))
@@ -207,4 +236,7 @@ def test_compute_sanitizer_is_clean(tool, clean):
         pytest.skip("compute-sanitizer not installed")
     proc = subprocess.run([exe, "--tool", tool, sys.executable, "-m", "validation.sanitize"], capture_output=True,
                           text=True, timeout=900)
-    assert proc.returncode == 0 and clean in proc.stdout and f"calls {len(SHIPPED) * 8}" in proc.stdout, proc.stdout[-3000:]
+    from validation.sanitize import CALLS_PER_CONFIG, shipped_for
+
+    calls = len(shipped_for(torch.cuda.get_device_capability())) * CALLS_PER_CONFIG   # sm90's configs on sm_90
+    assert proc.returncode == 0 and clean in proc.stdout and f"calls {calls}" in proc.stdout, proc.stdout[-3000:]

@@ -14,6 +14,7 @@ from iomodel.results import load_results, shape_label
 from validation.algorithms import (ALGORITHMS, BACKWARD_PEERS, BACKWARD_SHAPES, BACKWARD_TOLERANCE, MATMUL_SHAPES,
                                    algorithm_rows)
 from iomodel.families.flash_bwd_sm80 import SHIPPED
+from iomodel.families.flash_bwd_sm90 import SHIPPED as SHIPPED_SM90
 from validation.fake_env import FakeAlgorithms, FakeEnv
 from validation.microbench import _check_l2_sums, l2_buffer_bytes, measure_l2
 from validation.plan import DEFAULT_ONLY, ONLY_CHOICES, make_shape
@@ -132,7 +133,10 @@ def test_l2_buffer_must_be_a_power_of_two(size):
 
 BWD = {k for k, algo in ALGO_PEERS.items() if algo == "attention-backward"}
 N_CFG = sum(c.head_dim == 128 for c in SHIPPED)   # shipped configs of the last shape's head dim
-PER_SHAPE = 3 + N_CFG + 1   # the three SDPA backends, our shipped configs of the head dim, our deterministic pick
+N_SM90 = sum(c.head_dim == 128 for c in SHIPPED_SM90)
+# the three SDPA backends, then of each of our kernels the shipped configs of the head dim and the deterministic pick
+PER_SHAPE = 3 + N_CFG + 1 + N_SM90 + 1
+SM80 = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
 
 
 def test_backward_rows_are_the_attention_sweeps_shapes():
@@ -150,7 +154,8 @@ def test_backward_rows_are_the_attention_sweeps_shapes():
             2 if s["causal"] else 1)
     # a shape's rows together, after the forward algorithms: the backends, then our kernels
     kernels = [r.kernel for r in all_rows]
-    assert kernels[-PER_SHAPE:] == [*BACKWARD_PEERS, *["flash_bwd_sm80"] * N_CFG, "flash_bwd_sm80_deterministic"]
+    assert kernels[-PER_SHAPE:] == [*BACKWARD_PEERS, *["flash_bwd_sm80"] * N_CFG, "flash_bwd_sm80_deterministic",
+                                    *["flash_bwd_sm90"] * N_SM90, "flash_bwd_sm90_deterministic"]
     assert kernels.index("torch_sdpa_flash_bwd") > kernels.index("torch_mlp")
     assert shape_label(rows[0][1]) == "B16 H32 N1024 M1024 d64"
     assert shape_label(rows[3][1]) == "B16 H32 N1024 M1024 d64 causal"
@@ -190,7 +195,7 @@ def test_our_rows_in_the_models_order():
     from iomodel.algo_peers import attention_shape
 
     notes, model = [], _Reversed()
-    rows = algorithm_rows(quick=True, peers=BACKWARD_KERNELS, predictor=model, notes=notes)
+    rows = algorithm_rows(quick=True, peers=SM80, predictor=model, notes=notes)
     first = [r for r in rows if not r.shape["causal"]]
     shipped = [c for c in SHIPPED if c.head_dim == 64]
     n = len(shipped)
@@ -198,7 +203,7 @@ def test_our_rows_in_the_models_order():
     assert [r.config for r in first[:n]] == [*shipped[n - 2::-1], shipped[-1]]   # the model's order, unranked last
     assert [r.predicted_rank for r in first] == [*range(n - 1), None, 0]
     assert first[n].config == shipped[n - 2]                                      # the deterministic kernel's pick
-    assert {k for k, _s in model.calls} == set(BACKWARD_KERNELS)
+    assert {k for k, _s in model.calls} == set(SM80)
     assert model.calls[0][1] == attention_shape(first[0].shape)             # ranked on the attention form
     # no model: the shipped order (as the attention sweep's plan) and a note saying so
     rows = algorithm_rows(quick=True, peers=("flash_bwd_sm80",), notes=notes)

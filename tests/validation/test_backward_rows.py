@@ -18,7 +18,8 @@ from validation.algorithms import ALGORITHMS
 from validation.fake_env import FakeAlgorithms, FakeEnv
 from validation.sweep import SweepOptions, run_sweep
 
-KERNELS = (*BACKWARD_KERNELS, "torch_sdpa_flash_bwd")
+SM80 = BACKWARD_KERNELS[:2]   # flash_bwd_sm80 and its twin (flash_bwd_sm90's: test_backward_sm90_rows.py)
+KERNELS = (*SM80, "torch_sdpa_flash_bwd")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def dry(tmp_path_factory):
 
 def test_our_rows_carry_pass_config_and_prediction(dry):
     res, _out = dry
-    rows = [r for r in res["rows"] if r["kernel"] in BACKWARD_KERNELS]
+    rows = [r for r in res["rows"] if r["kernel"] in SM80]
     n = sum(c.head_dim == 64 for c in SHIPPED)
     assert len(rows) == 2 * (n + 1) and res["complete"]
     for r in rows:
@@ -75,7 +76,7 @@ def test_the_file_loads_and_the_report_gives_the_backward_error(dry):
     rep = evaluate([back])
     assert rep.ours.n == 0 and rep.peers.n == 0            # the forward's numbers see none of these rows
     assert rep.backward.n == 2 * (sum(c.head_dim == 64 for c in SHIPPED) + 1)
-    assert set(rep.backward_per_kernel) == set(BACKWARD_KERNELS)
+    assert set(rep.backward_per_kernel) == set(SM80)
     assert len(rep.backward_groups) == 2                   # the five configs of each shape, ranked
     text = format_report(rep)
     assert re.search(rf"\n  our backward kernels \(bwd\) +{rep.backward.n} +\d+\.\d%", text), text
@@ -86,7 +87,7 @@ def test_failing_rows_of_our_kernel_are_recorded(spec, tmp_path):
     env = FakeEnv(spec)
     env.fake_algorithms = FakeAlgorithms(fail=("flash_bwd_sm80",), wrong=("flash_bwd_sm80_deterministic",))
     res = run_sweep(env, spec, SweepOptions(out=tmp_path / "f.json", quick=True, only=(ALGORITHMS,), seed=1,
-                                            measure_ceilings=False, dry_run=True, algo_peers=BACKWARD_KERNELS),
+                                            measure_ceilings=False, dry_run=True, algo_peers=SM80),
                     log=lambda m: None)
     for r in res["rows"]:
         assert not r["ok"] and r["pass"] == "bwd" and r["config"]

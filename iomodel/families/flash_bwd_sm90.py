@@ -1,0 +1,219 @@
+"""flash_bwd_sm90: FlashAttention backward for Hopper (sm_90a): TMA, wgmma and warp specialization.
+
+Kernels: kernels/csrc/flash_bwd_sm90.cuh, launched by kernels/flash_bwd_sm90.py.
+* ``flash_bwd_dot_kernel`` (shared with flash_bwd_sm80, csrc/flash_bwd_common.cuh): D = rowsum(dO * O),
+  the LSE in base 2 padded to whole query tiles, the fp32 dQ accumulator zeroed.
+* the main kernel: a CTA owns `block_n` keys of one (batch, KV head), 64 for each of its `consumers`
+  warpgroups; a producer warp brings K and V in once and the query tiles (Q, dO: `block_m` rows; LSE, D)
+  through a ring of `stages` SMEM slots with TMA.  Per query tile a consumer warpgroup computes
+  S^T = K Q^T and dP^T = V dO^T (wgmma, both operands in SMEM), P^T = exp2(S^T - LSE) and
+  dS^T = P^T (dP^T - D) in registers, dV += P^T dO and dK += dS^T Q (wgmma, A from registers), stores
+  dS^T to SMEM and, once every warpgroup has, its slice of dQ = dS K (wgmma, both operands in SMEM,
+  transposed) and adds it to the fp32 accumulator in global memory with vector reductions
+  (``red.global.add.v4.f32``) from its registers; the deterministic mode stages it in SMEM and adds it
+  with one TMA bulk reduce-add (``cp.reduce.async.bulk``) in key-tile order.
+* ``flash_bwd_convert_kernel``: dQ = scale * accumulator, in the input dtype.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..limits import GRID_YZ_MAX, INDEX_LIMIT, blocks
+from ..styles import WGMMA
+from .base import Family, TileConfig
+from .flash_bwd_sm80 import BACKWARD_PLAN
+
+WGMMA_M = 64                  # keys of one consumer warpgroup (a wgmma row block)
+HEAD_DIMS = (64, 128)
+CONSUMERS = (2,)
+STAGES = (1, 2)
+ALIGN_SLACK_BYTES = 1024      # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
+MBARRIER_BYTES = 8
+ACC_REGS_MAX = 192            # S^T, dP^T, dK, dV accumulators a consumer thread can hold at 240 registers
+
+
+@dataclass(frozen=True)
+class FlashBwdSm90Config(TileConfig):
+    """One compiled variant of the Hopper backward kernel.
+
+    block_m    query rows per streamed tile (Q, dO, LSE, D), a multiple of 64
+    block_n    keys per CTA = 64 * consumers
+    stages     depth of the (Q, dO) SMEM ring
+    head_dim   d (64 or 128)
+    consumers  consumer warpgroups; the CTA has 128 * (consumers + 1) threads
+    """
+
+    block_m: int
+    block_n: int
+    stages: int
+    head_dim: int
+    consumers: int = 2
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def dq_slice(self) -> int:
+        """Head dims of the dQ slice one warpgroup computes: the warpgroups split the (block_m x d) tile
+        into 64-row blocks, then the head dims."""
+        return self.head_dim * (self.block_m // WGMMA_M) // self.consumers
+
+    def acc_regs(self) -> int:
+        """fp32 accumulator registers a consumer thread holds at once: S^T and dP^T (64 keys x block_m)
+        and dK, dV (64 keys x d), over 128 threads."""
+        return WGMMA_M * (2 * self.block_m + 2 * self.head_dim) // 128
+
+    def smem_bytes(self, elem_bytes: int = 2) -> int:
+        """Exact dynamic shared memory the kernel requests: 1024 (alignment slack), K and V, `stages`
+        slots of (Q, dO) tiles, two dS^T buffers, the fp32 dQ tile, `stages` slots of (LSE, D) rows and
+        8 B per mbarrier (K/V full; Q full, Q empty, dO full, dO empty per stage; dQ full, dQ empty per
+        consumer warpgroup)."""
+        d, m, n, e = self.head_dim, self.block_m, self.block_n, elem_bytes
+        tiles = 2 * n * d * e + self.stages * 2 * m * d * e + 2 * n * m * e + m * d * 4
+        bars = 1 + 4 * self.stages + 2 * self.consumers
+        return ALIGN_SLACK_BYTES + tiles + self.stages * 2 * m * 4 + MBARRIER_BYTES * bars
+
+    def problems(self) -> list[str]:
+        p = []
+        if self.consumers not in CONSUMERS:
+            p.append(f"consumers must be one of {CONSUMERS}, got {self.consumers}")
+        elif self.block_n != WGMMA_M * self.consumers:
+            p.append(f"block_n must be 64 * consumers = {WGMMA_M * self.consumers} (64 keys a consumer "
+                     f"warpgroup), got {self.block_n}")
+        if self.head_dim not in HEAD_DIMS:
+            p.append(f"head_dim must be one of {HEAD_DIMS}, got {self.head_dim}")
+        if self.stages not in STAGES:
+            p.append(f"stages must be one of {STAGES}, got {self.stages}")
+        if self.block_m % WGMMA_M or not WGMMA_M <= self.block_m <= 256:
+            p.append(f"block_m must be 64, 128, 192 or 256 (a wgmma n of S^T), got {self.block_m}")
+        if p:
+            return p
+        if self.consumers % (self.block_m // WGMMA_M) or self.dq_slice % 64:
+            p.append(f"the dQ tile ({self.block_m}x{self.head_dim}) does not split over {self.consumers} "
+                     "warpgroups in 64-row blocks of whole 64-column slices")
+        if self.acc_regs() > ACC_REGS_MAX:
+            p.append(f"S^T, dP^T, dK and dV take {self.acc_regs()} accumulator registers a thread "
+                     f"(block_m + head_dim <= {ACC_REGS_MAX}): they would spill")
+        return p
+
+    @property
+    def name(self) -> str:
+        return f"m{self.block_m}n{self.block_n}s{self.stages}d{self.head_dim}c{self.consumers}"
+
+
+#: Shipped variants: compiled without spills (tests/kernels/test_build_bwd_sm90.py), checked and timed
+#: on the GPU by the validation sweep.  One slot (stages=1) builds and runs too, but the producer then
+#: loads each query tile only after the last one is done: 20-30% slower on the H100 in every measured
+#: shape (docs/kernels_bwd.md), so it is not shipped.
+SHIPPED: tuple[FlashBwdSm90Config, ...] = (
+    FlashBwdSm90Config(128, 128, 2, 64, 2),
+    FlashBwdSm90Config(64, 128, 2, 128, 2),
+)
+
+
+def _launch_problem(shape) -> str:
+    """Like the forward's: the kernel numbers its query tiles (B * H * tiles of at least 64 rows) and rows
+    with 32-bit ints, and its grid is (key tiles, KV heads, batch)."""
+    tiles = shape["B"] * shape["H"] * blocks(shape["N_q"], WGMMA_M)
+    if tiles >= INDEX_LIMIT or max(shape["N_q"], shape["N_k"]) >= INDEX_LIMIT - 256:
+        return f"{tiles} query tiles of {WGMMA_M} rows (or N_q, N_k near 2^31) pass the kernel's 32-bit indices"
+    if max(shape["B"], shape["H"]) > GRID_YZ_MAX:
+        return f"batch ({shape['B']}) and heads ({shape['H']}) must each be at most {GRID_YZ_MAX} (grid y and z)"
+    return ""
+
+
+def _padded_rows(shape) -> int:
+    """Query rows a head, padded to whole query tiles: the shape does not name the tile, so the largest
+    block_m bounds every config's padding."""
+    tile = 4 * WGMMA_M
+    return shape["B"] * shape["H"] * blocks(shape["N_q"], tile) * tile
+
+
+def _workspace_bytes(shape) -> float:
+    """fp32 rows the launch allocates: D and the base-2 LSE, and the dQ accumulator (both modes: the
+    bulk reduce-adds land there)."""
+    return float(4 * _padded_rows(shape) * (shape["d"] + 2))
+
+
+def _deterministic_workspace_bytes(shape) -> float:
+    """As the atomic mode's, and an int32 semaphore per query tile of each head (the smallest block_m
+    bounds their count)."""
+    return _workspace_bytes(shape) + 4.0 * shape["B"] * shape["H"] * blocks(shape["N_q"], WGMMA_M)
+
+
+def _diagram(causal: bool, gqa: bool, staged=("dS",)):
+    """The library's backward with this kernel's tiles: the library's `block_n` is the streamed query tile
+    (Br, block_m here) and its `block_m` the key tile a CTA owns (Bc, block_n here), split over consumer
+    warpgroups of 128 threads, 64 keys each.  dS^T goes through SMEM (dQ's wgmma reads it there, from
+    every warpgroup's keys); P^T stays in registers (dV's wgmma takes A from registers); the atomic mode
+    adds dQ from registers.  The model's SMEM is then the kernel's less its second dS^T buffer and its dQ
+    buffer (the deterministic mode's, allocated in both), which changes no residency: one CTA an SM."""
+    from diagrams import library
+
+    kw = dict(kv_heads="Hk", heads="H") if gqa else {}
+    prog = library.attention_backward(block_n="Br", block_m="Bc", warps="cw", stages="st", unit_threads=128,
+                                      causal=causal, **kw)
+    dot, main = prog.kernels   # the dot kernel has no register-level units: unit_threads leaves it as sm80's
+    for name in staged:
+        main = main.stage(name, "smem")
+    return dataclasses.replace(prog, kernels=(dot, main))
+
+
+def _deterministic_diagram(causal: bool, gqa: bool):
+    """The deterministic mode stages each dQ slice in SMEM for its ordered bulk reduce-add."""
+    return _diagram(causal, gqa, staged=("dS", "dQ"))
+
+
+#: The wgmma style's plan with two changes fitted on H100 runs of the shipped configs (bf16, B N = 16384,
+#: H d = 2048, d 64 and 128, N 4096 and 16384, causal and not; validation/results/h100-sxm-2026-11-24-*
+#: hold the runs that check them):
+#: * interleave_max 1.0: the consumer warpgroups meet at a named barrier every query tile (a warpgroup's
+#:   dQ slice needs every warpgroup's dS^T), so they run in step and neither's exponentials or
+#:   elementwise work hide under the other's products;
+#: * 80 cycles a warp per query tile (the style's 40): that barrier, the two mbarrier waits and the dQ
+#:   reductions' issue.
+BACKWARD_PLAN_SM90 = dataclasses.replace(WGMMA.plan, interleave_max=1.0, step_latency_cycles_per_warp=80.0)
+
+#: The deterministic mode orders each query tile's reduce-adds by key tile: a warpgroup waits on the
+#: semaphore until the CTAs of the later key tiles have added their slices (bulk reduce done, release, the
+#: poll's acquire).  The CTAs of one head then advance as a wavefront, each a few tiles behind the next,
+#: which the ring does not hide.  Charged per warp of each step like the barrier term; 500 cycles was
+#: fitted on the same H100 runs (the atomic kernel's rate halves) and is the roughest figure of the model:
+#: the wavefront's cost depends on how many key tiles of a head run at once, which a per-step term does
+#: not see.
+ORDER_WAIT_CYCLES_PER_WARP = 500.0
+DETERMINISTIC_PLAN = dataclasses.replace(
+    BACKWARD_PLAN_SM90,
+    step_latency_cycles_per_warp=BACKWARD_PLAN_SM90.step_latency_cycles_per_warp + ORDER_WAIT_CYCLES_PER_WARP)
+
+#: flash_bwd_dot_kernel is flash_bwd_sm80's (plain synchronous warps, no producer): its plan is that one's
+_DOT_PLAN = {"attention-backward-dot": BACKWARD_PLAN}
+
+_COMMON = dict(
+    problem="attention-backward",   # FLOPs: iomodel.problems (10 B H N_q N_k d, the live part when causal)
+    config_type=FlashBwdSm90Config,
+    symbols={"block_m": "Br", "block_n": "Bc", "stages": "st", "consumers": "cw"},
+    label_format="{block_m}x{block_n} c{consumers} s{stages}",
+    space={"block_m": (64, 128, 192, 256), "block_n": (128,), "stages": STAGES, "consumers": CONSUMERS},
+    shipped=SHIPPED,
+    bound={"head_dim": "d"},
+    head_dims=HEAD_DIMS,
+    launch_problem=_launch_problem,
+    kernel_plans=_DOT_PLAN,
+)
+
+FAMILY = Family(
+    name="flash_bwd_sm90",
+    description="FlashAttention backward, wgmma + TMA, warp-specialized, dQ added with fp32 vector reductions",
+    plan=BACKWARD_PLAN_SM90,   # the wgmma style's (iomodel.styles), fitted: requires wgmma, so sm_90 only
+    build=_diagram, workspace_bytes=_workspace_bytes, **_COMMON)
+
+DETERMINISTIC = Family(
+    name="flash_bwd_sm90_deterministic",
+    description="FlashAttention backward, wgmma + TMA, dQ reduce-adds ordered by key tile (no separate dQ kernel)",
+    plan=DETERMINISTIC_PLAN, build=_deterministic_diagram, workspace_bytes=_deterministic_workspace_bytes,
+    **_COMMON)
+
+FAMILIES = (FAMILY, DETERMINISTIC)   # the registry lists both (iomodel.families)

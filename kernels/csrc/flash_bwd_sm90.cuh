@@ -1,0 +1,543 @@
+// flash_bwd_sm90.cuh -- FlashAttention backward for Hopper (sm_90a): TMA + wgmma + warp specialization.
+//
+// Three kernels (kernels/flash_bwd_sm90.py launches them in this order):
+//   1. iom::flash_bwd_dot_kernel      (flash_bwd_common.cuh) D = rowsum(dO * O), the base-2 LSE padded to
+//                                     whole query tiles, the fp32 dQ accumulator zeroed.
+//   2. sm90::flash_bwd_sm90<BwdTraits> a CTA owns kBlockN = 64 * kConsumers keys of one (batch, KV head).
+//      Warpgroup 0 is the producer: one thread loads K and V once, then streams the query tiles (Q, dO:
+//      kBlockM rows; their LSE and D rows) of every query head of the GQA group through a kStages-deep
+//      SMEM ring with TMA (full / empty mbarriers per slot).  Consumer warpgroup w owns keys
+//      [64 w, 64 w + 64) of the tile; per query tile it computes
+//          S^T  = K_w Q^T              wgmma m64n{kBlockM}k16, A and B from SMEM (K-major)
+//          dP^T = V_w dO^T             same
+//          P^T  = exp2(S^T * scale*log2e - L2),  dS^T = P^T (dP^T - D)     in registers
+//          dV  += P^T dO,  dK += dS^T Q    wgmma m64n{d}k16, A from registers, B MN-major
+//      and stores dS^T (16-bit) to SMEM.  Once every consumer has (a named barrier), warpgroup w computes
+//      its slice of dQ = dS K (wgmma with both operands MN-major in SMEM: the keys are the rows of both),
+//      stages it in SMEM in its registers' order (dQ full / dQ empty mbarriers).  One thread of the producer
+//      warpgroup, the dQ writer, adds each query tile's slices to the fp32 accumulator in global memory
+//      with TMA bulk reduce-adds (cp.reduce.async.bulk ... add.f32), so the consumers never wait on the
+//      reduction; with kDeterministic the adds to a query tile go in key-tile order (a semaphore per query
+//      tile), so every run sums in one order.
+//      dK (times the softmax scale) and dV stay in registers over all query tiles and are stored at the end.
+//   3. iom::flash_bwd_convert_kernel  (flash_bwd_common.cuh) dQ = scale * accumulator, in DqSlices' order.
+//
+// Causal masking is bottom-right aligned (key j visible from query i iff j <= i + N_k - N_q): a CTA starts
+// at the first query tile that sees any of its keys.  Query rows past N_q (zero-filled by TMA) get L2 =
+// +inf, so P = 0 there without a mask; keys past N_k are masked in the last key tile.
+//
+// Shared memory (dynamic; FlashBwdSm90Config.smem_bytes in iomodel/families/flash_bwd_sm90.py):
+//     1024 (alignment slack) + K + V (kBlockN x d each) + kStages x (Q + dO) (kBlockM x d each)
+//     + 2 x dS^T (kBlockN x kBlockM, double-buffered) + dQ (kBlockM x d fp32)
+//     + kStages x (L2 + D) (kBlockM floats each) + 8 x (1 + 4 kStages + 2 kConsumers) mbarriers.
+// 16-bit tiles are stored as 64-column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes), so each
+// column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B); dS^T is stored the same way by
+// the consumers (keys as rows, 64 queries a column block).
+#pragma once
+#include "sm90_common.cuh"
+#include "sm90_wgmma.cuh"
+#include "flash_bwd_common.cuh"
+
+namespace sm90 {
+
+template <int kBlockM_, int kBlockN_, int kStages_, int kHeadDim_, int kConsumers_, bool kBF16_, bool kCausal_,
+          bool kDeterministic_>
+struct BwdTraits {
+    static constexpr int kBlockM = kBlockM_;      // query rows of a streamed tile
+    static constexpr int kBlockN = kBlockN_;      // keys of the CTA
+    static constexpr int kStages = kStages_;
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kConsumers = kConsumers_;
+    static constexpr bool kBF16 = kBF16_;
+    static constexpr bool kCausal = kCausal_;
+    static constexpr bool kDeterministic = kDeterministic_;
+
+    static constexpr int kThreads = 128 * (kConsumers + 1);
+    static constexpr int kDBlocks = kHeadDim / 64;
+    // dQ = dS K (kBlockM x d): the warpgroups split it into 64-row blocks, then into slices of head dims
+    static constexpr int kMBlocks = kBlockM / 64;
+    static constexpr int kNSplit = kConsumers / kMBlocks;
+    static constexpr int kSlice = kHeadDim / kNSplit;
+
+    static constexpr u32 kBytesKV = kBlockN * kHeadDim * 2;
+    static constexpr u32 kBytesQ = kBlockM * kHeadDim * 2;     // one Q (= one dO) tile
+    static constexpr u32 kBytesDS = kBlockN * kBlockM * 2;
+    static constexpr u32 kBytesDQ = kBlockM * kHeadDim * 4;
+    static constexpr u32 kBytesRow = kBlockM * 4;               // the L2 (= the D) rows of a tile
+    static constexpr u32 kOffK = 0;
+    static constexpr u32 kOffV = kBytesKV;
+    static constexpr u32 kOffQ = 2 * kBytesKV;
+    static constexpr u32 kOffDO = kOffQ + kStages * kBytesQ;
+    static constexpr u32 kOffDS = kOffDO + kStages * kBytesQ;
+    static constexpr u32 kOffDQ = kOffDS + 2 * kBytesDS;
+    static constexpr u32 kOffL = kOffDQ + kBytesDQ;
+    static constexpr u32 kOffD = kOffL + kStages * kBytesRow;
+    static constexpr u32 kOffBar = kOffD + kStages * kBytesRow;
+    // K/V full; Q full, Q empty, dO full, dO empty per slot; dQ full, dQ empty per consumer warpgroup
+    static constexpr u32 kNumBars = 1 + 4 * kStages + 2 * kConsumers;
+    static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
+    // Register split after setmaxnreg: the CTA launches with (65536 / kThreads) rounded down to 8 registers
+    // a thread (168 at 384 threads), and setmaxnreg only moves them between warpgroups.  The deterministic
+    // dQ writer (its semaphore loop) spills at 24, so that mode gives the producer warpgroup 32.
+    static constexpr u32 kLaunchRegs = (65536 / kThreads) / 8 * 8;
+    static constexpr u32 kProducerRegs = kDeterministic ? 32 : 24;
+    static constexpr u32 kConsumerRegs = kDeterministic ? 232 : 240;
+
+    static_assert(kBlockN == 64 * kConsumers, "each consumer warpgroup owns 64 keys");
+    static_assert(kBlockM % 64 == 0 && kBlockM <= 256, "block_m: whole wgmma row blocks, a TMA box");
+    static_assert(kConsumers % kMBlocks == 0 && kSlice % 64 == 0, "dQ slices of whole 64-column blocks");
+    static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads, "registers");
+};
+
+// The order of a query tile's fp32 dQ accumulator (for iom::flash_bwd_convert_kernel): warp W of the
+// consumers (warpgroup W / 4) holds a 16-row strip of its warpgroup's (64 x SLICE) slice; the quad qd
+// of lane l (the accumulator registers 4 qd .. 4 qd + 3: rows r, r + 8, columns c, c + 1) sits at
+// ((W * QUADS + qd) * 32 + l) * 4, so a warp's 16-byte SMEM stores of a quad are contiguous.
+template <int BLOCK_M, int CONSUMERS, int HEAD_DIM>
+struct DqSlices {
+    static constexpr int NS = CONSUMERS / (BLOCK_M / 64);
+    static constexpr int SLICE = HEAD_DIM / NS;
+    static constexpr int QUADS = SLICE / 8;
+    static __device__ __forceinline__ void where(int warp, int qd, int lane, int& row, int& col) {
+        const int wg = warp / 4;
+        row = (wg / NS) * 64 + (warp % 4) * 16 + (lane >> 2);
+        col = (wg % NS) * SLICE + qd * 8 + 2 * (lane & 3);
+    }
+};
+
+// ------------------------------------------------------------------------------ PTX of this kernel only
+// 1-D bulk copy global -> shared, completion on mbarrier `bar` (16-byte aligned, a multiple of 16 bytes).
+__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(reinterpret_cast<u64>(src)), "r"(bytes), "r"(bar) : "memory");
+}
+// Add `bytes` of fp32 from shared memory into global memory (TMA bulk reduction), in a bulk group.
+__device__ __forceinline__ void bulk_reduce_add(float* dst, u32 src, u32 bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                 ::"l"(reinterpret_cast<u64>(dst)), "r"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// The bulk groups have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// The bulk groups are complete (their writes to global memory done).
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// This thread's generic-proxy writes to shared memory become visible to the async proxy (wgmma, TMA).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async;" ::: "memory"); }
+__device__ __forceinline__ int ld_acquire(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(reinterpret_cast<u64>(p)) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_add(int* p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(reinterpret_cast<u64>(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v4(u32 addr, float a, float b, float c, float d) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void ld_shared_v2(u32 addr, float& a, float& b) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
+}
+
+// ------------------------------------------------------------------------------ the five products
+// S^T (dP^T) = A B^T for a warpgroup's 64 keys: A = its rows of the K (V) tile, B = the Q (dO) tile,
+// both K-major; each 16-wide k step advances 32 bytes in the 128-byte swizzle row (column block kk / 4).
+template <class T>
+__device__ __forceinline__ void issue_scores(float (&s)[T::kBlockM / 2], u32 a_base, u32 b_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::kHeadDim / 16; ++kk) {
+        const u64 da = make_desc_sw128(a_base + (kk / 4) * (T::kBlockN * 128) + (kk % 4) * 32, 16, 1024);
+        const u64 db = make_desc_sw128(b_base + (kk / 4) * (T::kBlockM * 128) + (kk % 4) * 32, 16, 1024);
+        wgmma_ss<T::kBlockM, T::kBF16>(s, da, db, kk > 0 ? 1 : 0);
+    }
+}
+
+// dV += P^T dO (dK += dS^T Q): A from registers (keys x queries, 4 x 32 bits a k16 step), B = the dO (Q)
+// tile read as (head dims x queries): MN-major, LBO = distance between 64-column blocks, SBO = 8 rows.
+template <class T>
+__device__ __forceinline__ void issue_grad(float (&acc)[T::kHeadDim / 2], const u32 (&a)[T::kBlockM / 4],
+                                           u32 b_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::kBlockM / 16; ++kk) {
+        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, T::kBlockM * 128, 1024);
+        wgmma_rs<T::kHeadDim, T::kBF16>(acc, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, 1);
+    }
+}
+
+// A dQ slice (64 query rows x kSlice head dims) = dS K over the CTA's keys: A = dS^T (keys x queries) and
+// B = K (keys x head dims), both MN-major in SMEM (the keys, the contracted axis, are their rows).
+template <class T>
+__device__ __forceinline__ void issue_dq(float (&dq)[T::kSlice / 2], u32 ds_base, u32 k_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+        const u64 da = make_desc_sw128(ds_base + kk * 16 * 128, T::kBlockN * 128, 1024);
+        const u64 db = make_desc_sw128(k_base + kk * 16 * 128, T::kBlockN * 128, 1024);
+        wgmma_sst<T::kSlice, T::kBF16>(dq, da, db, kk > 0 ? 1 : 0);
+    }
+}
+
+// The first query tile that sees any key of key tile n (bottom-right causal); 0 without masking.
+template <class T>
+__device__ __forceinline__ int first_m_block(int n0, int offset) {
+    if constexpr (!T::kCausal) return 0;
+    const int q = n0 - offset;          // the first query row that sees key n0
+    return q <= 0 ? 0 : q / T::kBlockM;
+}
+
+// ------------------------------------------------------------------------------ producer
+template <class T>
+__device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, const TmaDesc& tmV,
+                                        const TmaDesc& tmdO, const float* lse2, const float* delta, u32 smem0,
+                                        int H, int group, int n_qp, int m_first, int num_m) {
+    const u32 sBar = smem0 + T::kOffBar;
+    constexpr int S = T::kStages;
+    const int n_block = blockIdx.x, h_kv = blockIdx.y, b = blockIdx.z;
+    tma_prefetch_desc(&tmQ);
+    tma_prefetch_desc(&tmdO);
+    mbar_arrive_expect_tx(sBar, 2 * T::kBytesKV);
+#pragma unroll
+    for (int db = 0; db < T::kDBlocks; ++db) {
+        tma_load_4d(smem0 + T::kOffK + db * (T::kBlockN * 128), &tmK, sBar, db * 64, n_block * T::kBlockN, h_kv, b);
+        tma_load_4d(smem0 + T::kOffV + db * (T::kBlockN * 128), &tmV, sBar, db * 64, n_block * T::kBlockN, h_kv, b);
+    }
+    int stage = 0;
+    u32 phase = 0;
+    for (int hi = 0; hi < group; ++hi) {
+        const int h = h_kv * group + hi;
+        const size_t row0 = (size_t(b) * H + h) * n_qp;
+        for (int m = m_first; m < num_m; ++m) {
+            const u32 fullQ = sBar + 8u * (1 + stage), emptyQ = sBar + 8u * (1 + S + stage);
+            const u32 fullDO = sBar + 8u * (1 + 2 * S + stage), emptyDO = sBar + 8u * (1 + 3 * S + stage);
+            mbar_wait(emptyQ, phase ^ 1);
+            mbar_arrive_expect_tx(fullQ, T::kBytesQ + T::kBytesRow);
+#pragma unroll
+            for (int db = 0; db < T::kDBlocks; ++db)
+                tma_load_4d(smem0 + T::kOffQ + stage * T::kBytesQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
+                            m * T::kBlockM, h, b);
+            bulk_load(smem0 + T::kOffL + stage * T::kBytesRow, lse2 + row0 + m * T::kBlockM, T::kBytesRow, fullQ);
+            mbar_wait(emptyDO, phase ^ 1);
+            mbar_arrive_expect_tx(fullDO, T::kBytesQ + T::kBytesRow);
+#pragma unroll
+            for (int db = 0; db < T::kDBlocks; ++db)
+                tma_load_4d(smem0 + T::kOffDO + stage * T::kBytesQ + db * (T::kBlockM * 128), &tmdO, fullDO,
+                            db * 64, m * T::kBlockM, h, b);
+            bulk_load(smem0 + T::kOffD + stage * T::kBytesRow, delta + row0 + m * T::kBlockM, T::kBytesRow, fullDO);
+            next_stage<S>(stage, phase);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ consumer pieces
+// Accumulator layout of a warpgroup's m64nN tile (a warp owns 16 rows): register 4i + e holds
+// row = 16 warp + lane/4 + 8 (e >> 1), column = 8i + 2 (lane % 4) + (e & 1).
+
+// P^T = exp2(S^T * scale_log2 - L2[q]) in place; masked scores (key past N_k, or causal: key > q + offset)
+// give 0.  `key` is this thread's first key row, `q0` the tile's first query.
+template <class T, bool kMask>
+__device__ __forceinline__ void probabilities(float (&s)[T::kBlockM / 2], u32 sL, int lane, int key, int q0,
+                                              int N_k, int offset, float scale_log2) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockM / 8; ++i) {
+        float l0, l1;
+        ld_shared_v2(sL + (8 * i + 2 * (lane & 3)) * 4, l0, l1);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float x = __fmaf_rn(s[4 * i + e], scale_log2, -((e & 1) ? l1 : l0));
+            if constexpr (kMask) {
+                const int k = key + 8 * (e >> 1);
+                const int q = q0 + 8 * i + 2 * (lane & 3) + (e & 1);
+                if (k >= N_k || (T::kCausal && k > q + offset)) x = __int_as_float(0xff800000);
+            }
+            s[4 * i + e] = ex2(x);
+        }
+    }
+}
+
+// dS^T = P^T (dP^T - D[q]) in place of dP^T, with P^T read back from its 16-bit copy (as FlashAttention-2
+// does): the fp32 P^T is dead once packed, which frees block_m / 2 registers while dV's product runs.
+template <class T>
+__device__ __forceinline__ void score_grads(float (&dp)[T::kBlockM / 2], const u32 (&p16)[T::kBlockM / 4], u32 sD,
+                                            int lane) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockM / 8; ++i) {
+        float d0, d1;
+        ld_shared_v2(sD + (8 * i + 2 * (lane & 3)) * 4, d0, d1);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float2 p = unpack2<T::kBF16>(p16[2 * i + half]);
+            dp[4 * i + 2 * half] = p.x * (dp[4 * i + 2 * half] - d0);
+            dp[4 * i + 2 * half + 1] = p.y * (dp[4 * i + 2 * half + 1] - d1);
+        }
+    }
+}
+
+// 16-bit pairs in the A-fragment order of the next wgmma (a k16 step = 4 registers = 8 accumulators).
+template <class T>
+__device__ __forceinline__ void pack_tile(u32 (&a)[T::kBlockM / 4], const float (&s)[T::kBlockM / 2]) {
+#pragma unroll
+    for (int j = 0; j < T::kBlockM / 4; ++j) a[j] = pack2<T::kBF16>(s[2 * j], s[2 * j + 1]);
+}
+
+// This thread's dS^T pairs into the dS^T buffer: key row r (of the CTA's kBlockN), query columns in
+// 64-wide blocks of 128-byte swizzled rows.  A warp's 32 stores of one pair index hit 32 distinct banks.
+template <class T>
+__device__ __forceinline__ void store_ds(u32 sDS, const u32 (&ds)[T::kBlockM / 4], int row, int lane) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockM / 8; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = row + 8 * half;
+            const u32 addr = sDS + (i / 8) * (T::kBlockN * 128) + r * 128 + (((i % 8) ^ (r % 8)) * 16) + 4 * (lane & 3);
+            st_shared_u32(addr, ds[2 * i + half]);
+        }
+    }
+}
+
+// dK (times scale) or dV rows < N_k of this thread, from its accumulators, to global memory.
+template <class T>
+__device__ __forceinline__ void store_rows(u16* out, const float (&acc)[T::kHeadDim / 2], int key, int lane,
+                                           int N_k, float mul) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int k = key + 8 * r;
+        if (k < N_k) {
+            u16* dst = out + size_t(k) * T::kHeadDim + 2 * (lane & 3);
+#pragma unroll
+            for (int i = 0; i < T::kHeadDim / 8; ++i)
+                *reinterpret_cast<u32*>(dst + 8 * i) = pack2<T::kBF16>(acc[4 * i + 2 * r] * mul, acc[4 * i + 2 * r + 1] * mul);
+        }
+    }
+}
+
+// The last key tile whose keys the query tile m sees (bottom-right causal), num_n - 1 without masking.
+template <class T>
+__device__ __forceinline__ int last_n_block(int m, int num_n, int offset) {
+    if constexpr (!T::kCausal) return num_n - 1;
+    const int last_key = (m + 1) * T::kBlockM - 1 + offset;
+    const int n = last_key < 0 ? -1 : last_key / T::kBlockN;
+    return n < num_n - 1 ? n : num_n - 1;
+}
+
+// A consumer warpgroup's dQ slice into its SMEM region, in DqSlices' order (a warp's 16-byte stores of one
+// quad index cover 512 contiguous bytes), once the writer has read the previous one out; then handed to
+// the writer (dQ full).  The consumers never wait on the global reduction itself.
+template <class T>
+__device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 sDQ, u32 full, u32 empty,
+                                         u32 parity, int tid) {
+    constexpr int kQuads = T::kSlice / 8;
+    const int warp = tid / 32, lane = tid % 32;
+    mbar_wait(empty, parity ^ 1);
+#pragma unroll
+    for (int qd = 0; qd < kQuads; ++qd)
+        st_shared_v4(sDQ + (((warp * kQuads + qd) * 32 + lane) * 4) * 4, dq[4 * qd], dq[4 * qd + 1], dq[4 * qd + 2],
+                     dq[4 * qd + 3]);
+    fence_async_smem();   // the bulk reduction reads it through the async proxy
+    mbar_arrive(full);
+}
+
+// The dQ writer (one thread of the producer warpgroup): per query tile, once every consumer warpgroup
+// has staged its slice, adds the slices to the fp32 accumulator with TMA bulk reduce-adds
+// (cp.reduce.async.bulk) and frees the SMEM once they have read it.  Deterministic mode: a query tile's
+// adds go in key-tile order, the last key tile that sees it first (under a causal mask the key tiles that
+// see fewest query tiles then never wait long); the semaphore counts the CTAs that have added theirs.
+template <class T>
+__device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int H, int group, int n_qp,
+                                         int m_first, int num_m, int num_n, int offset) {
+    constexpr u32 kBytes = 64 * T::kSlice * 4;   // one warpgroup's slice
+    const u32 sBar = smem0 + T::kOffBar + 8u * (1 + 4 * T::kStages);
+    u32 parity = 0;
+    // per-head pointers and 32-bit offsets inside a head: the producer warpgroup's registers are few
+    for (int hi = 0; hi < group; ++hi) {
+        const size_t bh = size_t(blockIdx.z) * H + blockIdx.y * group + hi;
+        float* head_dst = dq_acc + bh * n_qp * T::kHeadDim;
+        int* head_sem = sem + bh * num_m;
+        for (int m = m_first; m < num_m; ++m) {
+            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_wait(sBar + 8u * wg, parity);
+            if constexpr (T::kDeterministic) {
+                const int turn = last_n_block<T>(m, num_n, offset) - int(blockIdx.x);
+                while (ld_acquire(head_sem + m) < turn) {
+                }
+            }
+            for (int wg = 0; wg < T::kConsumers; ++wg)
+                bulk_reduce_add(head_dst + m * (T::kBlockM * T::kHeadDim) + wg * (64 * T::kSlice),
+                                smem0 + T::kOffDQ + wg * kBytes, kBytes);
+            bulk_commit();
+            if constexpr (T::kDeterministic) {
+                bulk_wait();      // the adds are done in global memory before the next key tile's start
+                fence_async();
+                red_release_add(head_sem + m, 1);
+            } else {
+                bulk_wait_read();
+            }
+            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_arrive(sBar + 8u * (T::kConsumers + wg));
+            parity ^= 1;
+        }
+    }
+    bulk_wait();   // the last adds are done before the CTA's shared memory goes
+}
+
+// IOM_BWD90_TRACE (profiling only): thread 0 of each consumer warpgroup of CTA (0, 0, 0) writes clock64 at
+// 13 points of its first 32 query tiles into `sem` (then a long long[2][32][16] buffer).
+#ifdef IOM_BWD90_TRACE
+#define IOM_TRACE(slot)                                                                                     \
+    if (tid == 0 && blockIdx.x + blockIdx.y + blockIdx.z == 0 && tile_i < 32) {                            \
+        long long t_;                                                                                       \
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(t_)::"memory");                                       \
+        reinterpret_cast<long long*>(sem)[(wg * 32 + tile_i) * 16 + (slot)] = t_;                           \
+    }
+#else
+#define IOM_TRACE(slot)
+#endif
+
+// ------------------------------------------------------------------------------ the kernel
+template <class T>
+__device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK, const TmaDesc& tmV,
+                                               const TmaDesc& tmdO, const float* __restrict__ lse2,
+                                               const float* __restrict__ delta, float* __restrict__ dq_acc,
+                                               u16* __restrict__ dk, u16* __restrict__ dv, int* __restrict__ sem,
+                                               int H, int H_kv, int N_q, int N_k, int n_qp, float scale_log2,
+                                               float scale) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const u32 sBar = smem0 + T::kOffBar;
+    constexpr int S = T::kStages;
+    const int group = H / H_kv;
+    const int offset = N_k - N_q;
+    const int n0 = blockIdx.x * T::kBlockN;
+    const int num_m = n_qp / T::kBlockM;
+    const int num_n = gridDim.x;
+    const int m_first = first_m_block<T>(n0, offset);
+    const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
+
+    if (threadIdx.x == 0) {
+        mbar_init(sBar, 1);
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+            mbar_init(sBar + 8u * (1 + s), 1);
+            mbar_init(sBar + 8u * (1 + S + s), 128 * T::kConsumers);
+            mbar_init(sBar + 8u * (1 + 2 * S + s), 1);
+            mbar_init(sBar + 8u * (1 + 3 * S + s), 128 * T::kConsumers);
+        }
+#pragma unroll
+        for (int w = 0; w < T::kConsumers; ++w) {
+            mbar_init(sBar + 8u * (1 + 4 * S + w), 128);                        // dQ full: a warpgroup's threads
+            mbar_init(sBar + 8u * (1 + 4 * S + T::kConsumers + w), 1);          // dQ empty: the writer
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        setmaxnreg_dec<T::kProducerRegs>();
+        if (threadIdx.x == 0 && m_first < num_m)
+            produce<T>(tmQ, tmK, tmV, tmdO, lse2, delta, smem0, H, group, n_qp, m_first, num_m);
+        else if (threadIdx.x == 32 && m_first < num_m)
+            write_dq<T>(dq_acc, sem, smem0, H, group, n_qp, m_first, num_m, num_n, offset);
+        return;
+    }
+    setmaxnreg_inc<T::kConsumerRegs>();
+    const int wg = warpgroup - 1;
+    const int tid = threadIdx.x % 128;
+    const int warp = tid / 32, lane = tid % 32;
+    const int key_row = wg * 64 + warp * 16 + lane / 4;       // this thread's first key row in the CTA's tile
+    const int key = n0 + key_row;
+    const int wg_key_last = n0 + wg * 64 + 63;               // this warpgroup's last key
+    const int mb = wg / T::kNSplit, ns = wg % T::kNSplit;    // its dQ slice: row block, head-dim slice
+    const u32 sK = smem0 + T::kOffK, sV = smem0 + T::kOffV;
+
+    float acc_dk[T::kHeadDim / 2], acc_dv[T::kHeadDim / 2];
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; ++i) {
+        acc_dk[i] = 0.f;
+        acc_dv[i] = 0.f;
+    }
+    if (m_first < num_m) mbar_wait(sBar, 0);
+    int stage = 0, buf = 0, tile_i = 0;
+    u32 phase = 0;
+    for (int hi = 0; hi < group; ++hi) {
+        for (int m = m_first; m < num_m; ++m) {
+            const u32 sQ = smem0 + T::kOffQ + stage * T::kBytesQ, sdO = smem0 + T::kOffDO + stage * T::kBytesQ;
+            const u32 sL = smem0 + T::kOffL + stage * T::kBytesRow, sD = smem0 + T::kOffD + stage * T::kBytesRow;
+            const u32 sDS = smem0 + T::kOffDS + buf * T::kBytesDS;
+            const u32 fullQ = sBar + 8u * (1 + stage), emptyQ = sBar + 8u * (1 + S + stage);
+            const u32 fullDO = sBar + 8u * (1 + 2 * S + stage), emptyDO = sBar + 8u * (1 + 3 * S + stage);
+            float s[T::kBlockM / 2], dp[T::kBlockM / 2], dq[T::kSlice / 2];
+            u32 p16[T::kBlockM / 4], ds16[T::kBlockM / 4];
+
+            IOM_TRACE(0);
+            // both tiles before the first issue: a wait loop between two wgmma issues makes ptxas fence them
+            mbar_wait(fullQ, phase);
+            mbar_wait(fullDO, phase);
+            IOM_TRACE(1);
+            wgmma_fence();
+            issue_scores<T>(s, sK + wg * 64 * 128, sQ);
+            wgmma_commit();
+            issue_scores<T>(dp, sV + wg * 64 * 128, sdO);
+            wgmma_commit();
+            IOM_TRACE(2);
+            wgmma_wait<1>();
+            fence_regs(s);
+            IOM_TRACE(3);
+            const bool masked = wg_key_last >= N_k || (T::kCausal && wg_key_last > m * T::kBlockM + offset);
+            if (masked)
+                probabilities<T, true>(s, sL, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
+            else
+                probabilities<T, false>(s, sL, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
+            pack_tile<T>(p16, s);
+            IOM_TRACE(4);
+            wgmma_fence();
+            issue_grad<T>(acc_dv, p16, sdO);
+            wgmma_commit();
+            IOM_TRACE(5);
+            wgmma_wait<1>();
+            fence_regs(dp);
+            IOM_TRACE(6);
+            score_grads<T>(dp, p16, sD, lane);
+            pack_tile<T>(ds16, dp);
+            store_ds<T>(sDS, ds16, key_row, lane);
+            IOM_TRACE(7);
+            wgmma_fence();
+            issue_grad<T>(acc_dk, ds16, sQ);
+            wgmma_commit();
+            fence_async_smem();
+            IOM_TRACE(8);
+            named_bar_sync(1, 128 * T::kConsumers);      // every warpgroup's dS^T is in SMEM
+            IOM_TRACE(9);
+            issue_dq<T>(dq, sDS + mb * (T::kBlockN * 128), sK + ns * (T::kSlice / 64) * (T::kBlockN * 128));
+            wgmma_commit();
+            IOM_TRACE(10);
+            wgmma_wait<0>();
+            IOM_TRACE(11);
+            fence_regs(dq);
+            fence_regs(acc_dv);
+            fence_regs(acc_dk);
+            fence_regs(p16);
+            fence_regs(ds16);
+            mbar_arrive(emptyQ);
+            mbar_arrive(emptyDO);
+            stage_dq<T>(dq, smem0 + T::kOffDQ + wg * (64 * T::kSlice * 4), sBar + 8u * (1 + 4 * S + wg),
+                        sBar + 8u * (1 + 4 * S + T::kConsumers + wg), tile_i & 1, tid);
+            IOM_TRACE(12);
+            next_stage<S>(stage, phase);
+            buf ^= 1;
+            ++tile_i;
+        }
+    }
+    const size_t kv = (size_t(blockIdx.z) * H_kv + blockIdx.y) * N_k;
+    store_rows<T>(dk + kv * T::kHeadDim, acc_dk, key, lane, N_k, scale);
+    store_rows<T>(dv + kv * T::kHeadDim, acc_dv, key, lane, N_k, 1.f);
+}
+
+}  // namespace sm90
+
+// Kernel instantiation (kernels/flash_bwd_sm90.py emits it with the config's numbers):
+//   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
+//   NAME(const __grid_constant__ TmaDesc tmQ, ... tmK, ... tmV, ... tmdO, const float* lse2, const float* delta,
+//        float* dq_acc, u16* dk, u16* dv, int* sem, int H, int H_kv, int N_q, int N_k, int n_qp,
+//        float scale_log2, float scale)
+// on a grid of (ceil(N_k / kBlockN), H_kv, B) CTAs; sem: B * H * n_qp / kBlockM zeroed ints (deterministic)
+// or null.

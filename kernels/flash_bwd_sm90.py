@@ -1,0 +1,153 @@
+"""FlashAttention backward for Hopper (family ``flash_bwd_sm90``, ``csrc/flash_bwd_sm90.cuh``): TMA + wgmma +
+warp specialization.  Argument checks, workspace, the TMA descriptors and the three launches (the rows
+kernel shared with flash_bwd_sm80, the main kernel, the dQ conversion).  One module per (config, dtype,
+causal, mode), built for sm_90a.
+
+Atomic mode: each consumer warpgroup adds its dQ slice of every query tile into the fp32 accumulator
+with a TMA bulk reduce-add, in whatever order the CTAs reach it.  Deterministic mode: the same kernel,
+the adds to each query tile ordered by key tile through a semaphore per tile, so the same inputs give the
+same bits run after run.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+from . import compile, driver, runtime
+from .checks import backward_inputs
+from .dispatch import prepare
+from .flash_sm90 import TMA_BOX_COLS, _tma_dims
+
+__all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "module", "kernel_names", "unit"]
+
+FAMILY = "flash_bwd_sm90"
+DETERMINISTIC = "flash_bwd_sm90_deterministic"
+ARCH = "sm_90a"
+HEADER = "flash_bwd_sm90.cuh"
+_ROWS_THREADS = 256   # the rows kernels: 256 threads, a 16-byte chunk (dot) or a quad (convert) each
+# Compile-time switches used by default: none.  Available: SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
+DEFAULT_DEFINES: tuple[str, ...] = ()
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:
+    """(dot, main, convert): the rows kernels' template-ids and the main kernel's extern "C" name."""
+    t, d = f"iom::{dtype}", cfg.head_dim
+    dot = f"iom::flash_bwd_dot_kernel<{t}, {d}>"
+    main = f"flash_bwd_sm90_{cfg.name}_{dtype}_{'causal' if causal else 'full'}{'_det' if deterministic else ''}"
+    layout = f"sm90::DqSlices<{cfg.block_m}, {cfg.consumers}, {d}>"
+    convert = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_m}, {layout}>"
+    return dot, main, convert
+
+
+def _instance(cfg, dtype: str, causal: bool, deterministic: bool) -> str:
+    """C++ text of the main kernel's extern "C" entry for one variant."""
+    name = kernel_names(cfg, dtype, causal, deterministic)[1]
+    traits = (f"sm90::BwdTraits<{cfg.block_m}, {cfg.block_n}, {cfg.stages}, {cfg.head_dim}, {cfg.consumers}, "
+              f"{_b(dtype == 'bf16')}, {_b(causal)}, {_b(deterministic)}>")
+    return (
+        f"typedef {traits} T_{name};\n"
+        f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
+        f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
+        f"    const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO, const float* lse2,\n"
+        f"    const float* delta, float* dq_acc, u16* dk, u16* dv, int* sem, int H, int H_kv, int N_q, int N_k,\n"
+        f"    int n_qp, float scale_log2, float scale) {{\n"
+        f"  sm90::flash_bwd_sm90<T_{name}>(tmQ, tmK, tmV, tmdO, lse2, delta, dq_acc, dk, dv, sem, H, H_kv, N_q,\n"
+        f"                                N_k, n_qp, scale_log2, scale);\n"
+        f"}}\n"
+    )
+
+
+def unit(variants) -> str:
+    """A translation unit of (config, dtype, causal, deterministic) variants' main kernels."""
+    return f'#include "{HEADER}"\n' + "".join(_instance(*v) for v in variants)
+
+
+_PARAMS = {  # the rows kernels' parameter lists, for explicit instantiation by nvcc (they match the header)
+    "dot": "const {T}*, const {T}*, const float*, float*, float*, float*, " + "long long, " * 6 + "int, int, int",
+    "convert": "const float*, {T}*, long long, long long, long long, int, int, int, float",
+}
+
+
+def offline_unit(variants) -> str:
+    """`unit` plus explicit instantiations of the rows kernels (nvcc has no name expressions)."""
+    lines, seen = [unit(variants)], set()
+    for cfg, dtype, causal, det in variants:
+        dot, _, convert = kernel_names(cfg, dtype, causal, det)
+        for kind, name in (("dot", dot), ("convert", convert)):
+            if name not in seen:
+                seen.add(name)
+                lines.append(f"template __global__ void {name}({_PARAMS[kind].format(T=f'iom::{dtype}')});")
+    return "\n".join(lines) + "\n"
+
+
+def module(cfg, dtype: str, causal: bool, deterministic: bool, defines: tuple[str, ...] = ()) -> compile.Module:
+    """The compiled module of one variant (sm_90a); needs no GPU."""
+    dot, _, convert = kernel_names(cfg, dtype, causal, deterministic)
+    return compile.build(unit([(cfg, dtype, causal, deterministic)]), ARCH, names=(dot, convert), defines=defines,
+                         label=FAMILY)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(index: int, cfg, dtype: str, causal: bool, deterministic: bool, smem: int,
+             defines: tuple[str, ...]) -> tuple:
+    mod = module(cfg, dtype, causal, deterministic, defines)
+    dot, main, convert = kernel_names(cfg, dtype, causal, deterministic)
+    return driver.kernel(index, mod, dot, 0), driver.kernel(index, mod, main, smem), driver.kernel(index, mod, convert, 0)
+
+
+def _tensor_maps(index: int, dtype: str, cfg, q, k, v, dout) -> list:
+    """TMA descriptors of Q and dO (boxes of block_m rows) and K, V (boxes of block_n rows)."""
+    maps = []
+    for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n), (dout, cfg.block_m)):
+        dims, strides_bytes = _tma_dims(t)
+        maps.append(driver.tensor_map(index, dtype, t.data_ptr(), dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
+    return maps
+
+
+def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False,
+             _trace=None):
+    """dQ, dK, dV of softmax(scale q k^T [+ causal mask]) v given dO = `dout`, on an sm_90 GPU.
+
+    Arguments and results as ``kernels.flash_bwd_sm80.backward``: q (B, H, N_q, d), k and v (B, H_kv, N_k,
+    d); `out` and `lse` (B, H, N_q; float32, natural log) are the forward's outputs; `dout` has q's shape
+    and dtype (copied when its rows are not 16-byte aligned).  config: a FlashBwdSm90Config (or a dict of
+    its fields); None asks the model.  deterministic: the dQ adds of each query tile in key-tile order.
+    Returns dq like q, dk and dv like k and v (contiguous).  ``_trace``: a profiling buffer for the
+    IOM_BWD90_TRACE switch (DEFAULT_DEFINES), passed in the semaphores' place."""
+    import torch
+
+    call = prepare(DETERMINISTIC if deterministic else FAMILY, q, k, v, causal, config, scale)
+    s, cfg, dev = call.shape, call.config, call.device
+    B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
+    shape = (B, H, N_q, d)
+    out, dout, lse = backward_inputs(dout, out, lse, q, shape)
+
+    n_qp = math.ceil(N_q / cfg.block_m) * cfg.block_m
+    device = q.device
+    delta = torch.empty((B, H, n_qp), dtype=torch.float32, device=device)
+    lse2 = torch.empty((B, H, n_qp), dtype=torch.float32, device=device)
+    dq_acc = torch.empty((B, H, n_qp, d), dtype=torch.float32, device=device)
+    sem = torch.zeros((B, H, n_qp // cfg.block_m), dtype=torch.int32, device=device) if deterministic else _trace
+    dq = runtime.empty(shape, q.dtype, device)
+    dk = runtime.empty((B, H_kv, N_k, d), q.dtype, device)
+    dv = runtime.empty((B, H_kv, N_k, d), q.dtype, device)
+    dot, main, convert = _kernels(dev, cfg, s["dtype"], s["causal"], bool(deterministic), call.smem,
+                                  tuple(DEFAULT_DEFINES))
+    i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
+
+    rows = _ROWS_THREADS // (d // 8)
+    driver.launch(dot, (math.ceil(n_qp / rows), H, B), (_ROWS_THREADS, 1, 1),
+                  [ptr(out), ptr(dout), ptr(lse), ptr(delta), ptr(lse2), ptr(dq_acc), *st(out), *st(dout),
+                   i32(H), i32(N_q), i32(n_qp)], 0)
+    maps = _tensor_maps(dev, s["dtype"], cfg, q, k, v, dout)
+    driver.launch(main, (math.ceil(N_k / cfg.block_n), H_kv, B), (cfg.threads, 1, 1),
+                  [*maps, ptr(lse2), ptr(delta), ptr(dq_acc), ptr(dk), ptr(dv), ptr(sem), i32(H), i32(H_kv), i32(N_q),
+                   i32(N_k), i32(n_qp), f32(call.scale * runtime.LOG2E), f32(call.scale)], call.smem)
+    driver.launch(convert, (math.ceil(n_qp * d // 4 / _ROWS_THREADS), H, B), (_ROWS_THREADS, 1, 1),
+                  [ptr(dq_acc), ptr(dq), *st(dq), i32(H), i32(N_q), i32(n_qp), f32(call.scale)], 0)
+    return dq, dk, dv

@@ -1,0 +1,141 @@
+"""The Hopper backward families (flash_bwd_sm90 and its deterministic twin): the config's rules, the search
+space, predictions against flash_bwd_sm80's, the GPUs they run on and the command line."""
+import json
+
+import pytest
+
+from iomodel import api, families
+from iomodel.chooser import choose
+from iomodel.cli import main
+from iomodel.errors import ModelError
+from iomodel.families.flash_bwd_sm90 import SHIPPED, FlashBwdSm90Config
+from iomodel.hardware import resolve_gpu
+from iomodel.limits import fit_problem
+from iomodel.problems import check_shape
+from iomodel.tiles import search
+
+ATOMIC, DETERMINISTIC = "flash_bwd_sm90", "flash_bwd_sm90_deterministic"
+SHAPE = {"B": 4, "H": 16, "N_q": 4096, "d": 128, "causal": False}
+CONFIG = {"block_m": 64, "block_n": 128, "stages": 2, "consumers": 2}
+
+
+def test_both_families_are_registered_for_the_backward_on_wgmma():
+    assert {ATOMIC, DETERMINISTIC} <= {f.name for f in families.for_problem("attention-backward")}
+    for name in (ATOMIC, DETERMINISTIC):
+        fam = families.get(name)
+        assert fam.config_type is FlashBwdSm90Config and fam.shipped == SHIPPED and fam.requires_wgmma
+        assert fam.label(SHIPPED[0]) == "128x128 c2 s2"
+        assert fam.gpu_problem(resolve_gpu("h100-sxm")) == "" and "no wgmma" in fam.gpu_problem(
+            resolve_gpu("a100-sxm-80gb"))
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    (FlashBwdSm90Config(64, 192, 2, 128, 3), "consumers must be one of (2,)"),
+    (FlashBwdSm90Config(64, 64, 2, 128, 2), "block_n must be 64 * consumers = 128"),
+    (FlashBwdSm90Config(64, 128, 2, 96, 2), "head_dim must be one of (64, 128)"),
+    (FlashBwdSm90Config(64, 128, 3, 128, 2), "stages must be one of (1, 2)"),
+    (FlashBwdSm90Config(96, 128, 2, 128, 2), "block_m must be 64, 128, 192 or 256"),
+    (FlashBwdSm90Config(320, 128, 2, 64, 2), "block_m must be 64, 128, 192 or 256"),
+    (FlashBwdSm90Config(64, 128, 2, 64, 2), "the dQ tile (64x64) does not split over 2 warpgroups"),
+    (FlashBwdSm90Config(192, 128, 2, 64, 2), "the dQ tile (192x64) does not split"),
+    (FlashBwdSm90Config(128, 128, 2, 128, 2), "take 256 accumulator registers a thread"),
+])
+def test_each_rule_of_the_config_triggers(cfg, needle):
+    assert any(needle in p for p in cfg.problems()), cfg.problems()
+
+
+def test_shipped_configs_build_and_fit_the_smem_of_a_block():
+    limit = resolve_gpu("h100-sxm").smem_per_block   # 227 KiB
+    assert limit == 227 * 1024
+    for cfg in SHIPPED:
+        assert cfg.problems() == [] and cfg.smem_bytes() <= limit
+    assert {c.head_dim for c in SHIPPED} == {64, 128}
+
+
+@pytest.mark.parametrize("name, dq_staged", [(ATOMIC, False), (DETERMINISTIC, True)])
+def test_the_models_smem_is_the_kernels_but_the_buffers_it_does_not_draw(name, dq_staged):
+    """The diagram draws one dS^T tile (bf16, block_m x block_n), which the kernel double-buffers, and
+    the fp32 dQ tile only in the deterministic mode (the kernel allocates it in both)."""
+    for cfg in SHIPPED:
+        p = api.predict(name, "h100-sxm", {**SHAPE, "d": cfg.head_dim}, cfg)
+        gap = cfg.smem_bytes() - p.kernels[1]["smem_bytes"]
+        dq = 0 if dq_staged else 4 * cfg.block_m * cfg.head_dim
+        assert 0 < gap - dq <= 2 * cfg.block_m * cfg.block_n and p.kernels[1]["occupancy"] == 1
+
+
+@pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
+@pytest.mark.parametrize("d", [64, 128])
+def test_search_ranks_only_what_the_kernel_builds(name, d):
+    res = search(name, "h100-sxm", {**SHAPE, "d": d, "H_kv": 4, "causal": True}, top=10)
+    assert res.evaluated == 4 * 2 and res.ranked
+    assert all(not p.config.problems() and p.feasible for p in res.ranked)
+    ranked = {p.config for p in res.ranked}
+    assert set(families.get(name).shipped_for({"d": d})) <= ranked
+    assert {c.stages for c in ranked} == {1, 2}   # the one-slot variant builds too (not shipped: slower)
+    assert all(r for _c, r in res.rejected())
+
+
+@pytest.mark.parametrize("n", [4096, 16384])
+def test_predicted_faster_than_the_mma_sync_backward_on_h100(n):
+    shape = {**SHAPE, "B": 16384 // n, "N_q": n}
+    for causal in (False, True):
+        sm90, sm80 = (search(k, "h100-sxm", {**shape, "causal": causal}, top=1).ranked[0]
+                      for k in (ATOMIC, "flash_bwd_sm80"))
+        assert sm90.time_s < sm80.time_s, (causal, sm90.time_s, sm80.time_s)
+
+
+def test_deterministic_is_predicted_no_faster_than_atomic():
+    for cfg in SHIPPED:
+        for n, causal, kv in ((1024, False, 16), (4096, True, 4), (16384, False, 16)):
+            shape = {**SHAPE, "N_q": n, "d": cfg.head_dim, "causal": causal, "H_kv": kv}
+            atomic, determ = (api.predict(k, "h100-sxm", shape, cfg) for k in (ATOMIC, DETERMINISTIC))
+            assert determ.time_s >= atomic.time_s and determ.flops == atomic.flops
+    assert choose([ATOMIC, DETERMINISTIC], "h100-sxm", SHAPE).kernel == ATOMIC
+
+
+def test_invalid_configs_and_gpus_give_a_clear_model_error():
+    with pytest.raises(ModelError, match=r"cannot build 96x128 c2 s2: block_m must be"):
+        api.predict(ATOMIC, "h100-sxm", SHAPE, {**CONFIG, "block_m": 96})
+    with pytest.raises(ModelError, match="FlashBwdSm90Config takes .*unknown block_q"):
+        api.predict(ATOMIC, "h100-sxm", SHAPE, {**CONFIG, "block_q": 64})
+    with pytest.raises(ModelError, match="does not match the shape's d=128"):
+        api.predict(ATOMIC, "h100-sxm", SHAPE, FlashBwdSm90Config(128, 128, 2, 64, 2))
+    with pytest.raises(ModelError, match="flash_bwd_sm90_deterministic cannot run on a100-sxm-80gb: .*no wgmma"):
+        api.predict(DETERMINISTIC, "a100-sxm-80gb", SHAPE, CONFIG)
+    with pytest.raises(ModelError, match="head dim 256 not supported"):
+        choose([ATOMIC], "h100-sxm", {**SHAPE, "d": 256})
+
+
+def test_workspace_holds_the_accumulator_in_both_modes():
+    spec = resolve_gpu("h100-sxm")
+    atomic, determ = families.get(ATOMIC), families.get(DETERMINISTIC)
+    s = check_shape(atomic, SHAPE)
+    rows = 4 * 16 * 4096
+    assert atomic.workspace_bytes(s) == 4 * rows * (128 + 2)
+    assert determ.workspace_bytes(s) == atomic.workspace_bytes(s) + 4 * 4 * 16 * (4096 // 64)   # semaphores
+    big = check_shape(atomic, {"B": 64, "H": 32, "N_q": 65536, "d": 128})
+    assert "the flash_bwd_sm90 kernel allocates" in fit_problem(atomic, spec, big)
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_predict_tiles_and_pseudocode(capsys):
+    code, out, _ = run(capsys, "predict", "--kernel", ATOMIC, "--causal", "--kv-heads", "4", "--json")
+    assert code == 0
+    [pred] = json.loads(out)
+    assert pred["kernel"] == ATOMIC and pred["shape"]["causal"] and pred["shape"]["H_kv"] == 4 and pred["feasible"]
+    code, out, _ = run(capsys, "predict", "--algo", "flash-attention-backward", "--gpu", "a100-sxm-80gb")
+    assert code == 0 and "flash_bwd_sm80" in out and ATOMIC not in out    # auto: only what the GPU runs
+    code, out, _ = run(capsys, "tiles", "--kernel", DETERMINISTIC, "--head-dim", "64")
+    assert code == 0 and f"{DETERMINISTIC} on h100-sxm: 8 configurations" in out
+    code, out, _ = run(capsys, "pseudocode", "--kernel", ATOMIC, "--causal")
+    assert code == 0 and "kernel attention-backward:" in out and "warpgroups" in out
+
+
+def test_cli_refuses_the_kernel_on_a_gpu_without_wgmma(capsys):
+    code, _out, err = run(capsys, "predict", "--kernel", ATOMIC, "--gpu", "a100-sxm-80gb")
+    assert code != 0 and "cannot run on a100-sxm-80gb" in err
