@@ -10,7 +10,7 @@ from __future__ import annotations
 from .algorithms import _kernel, _per
 from .core import Array, Contraction, DiagramError, Map, Reduce, product
 from .diagram import Diagram, Program
-from .numeric import EXP_SUB, SOFTMAX_GRAD
+from .numeric import EXP_SUB, IDENTITY, SOFTMAX_GRAD, ZERO
 
 STAGED = ("Q", "dO", "LSE", "Dvec", "K", "V")
 
@@ -55,13 +55,28 @@ def _heads(axes) -> list[tuple[str, int]]:
     return [(b.name, 1)] + [(a.name, 1) for a in qh]
 
 
-def _dot(axes, block_n, stages, unit_threads, dtype) -> Diagram:
-    """The preprocessing kernel: Dvec[b, heads, n] = sum_d dO * O, blocks of `block_n` query rows."""
+def _dot(axes, block_n, stages, unit_threads, dtype, zero_dq: bool = False) -> Diagram:
+    """The preprocessing kernel: Dvec[b, heads, n] = sum_d dO * O, blocks of `block_n` query rows; with
+    `zero_dq` it also zeroes the fp32 dQ accumulator the main kernel adds into (drawn as dQacc = 0 * O:
+    one fp32 write an element, O being read there anyway)."""
     b, qh, _, n, _, d = axes
     dO, O = Array("dO", (b, *qh, n, d), dtype), Array("O", (b, *qh, n, d), dtype)
     prod, delta = Array("dO_O", (b, *qh, n, d), "fp32"), Array("Dvec", (b, *qh, n), "fp32")
     ops = (product("dO_O", (dO, O), prod), Reduce("sum_d", (prod,), delta, axis_name="d", combine="sum"))
-    return _kernel("attention-backward-dot", ops, ("Dvec",), _heads(axes) + [("n", block_n)], [], stages, [],
+    outputs = ("Dvec",)
+    if zero_dq:
+        ops += (Map("zero_dQacc", (O,), Array("dQacc", (b, *qh, n, d), "fp32"), costs=(), formula="0", **ZERO),)
+        outputs += ("dQacc",)
+    return _kernel("attention-backward-dot", ops, outputs, _heads(axes) + [("n", block_n)], [], stages, [],
+                   unit_threads, ())
+
+
+def _convert(axes, block_n, stages, unit_threads, dtype) -> Diagram:
+    """dQ = scale * dQacc in the input dtype, blocks of `block_n` query rows: the fp32 accumulator read once."""
+    b, qh, _, n, _, d = axes
+    acc, dq = Array("dQacc", (b, *qh, n, d), "fp32"), Array("dQ", (b, *qh, n, d), dtype)
+    ops = (Map("dQ=scale*dQacc", (acc,), dq, costs=(("fp32", 1),), formula="scale*dq", **IDENTITY),)
+    return _kernel("attention-backward-convert", ops, ("dQ",), _heads(axes) + [("n", block_n)], [], stages, [],
                    unit_threads, ())
 
 
@@ -80,8 +95,8 @@ def _dkdv(axes, want, name, block_n, block_m, warps, stages, unit_threads, dtype
 
 def attention_backward(block_n="Br", block_m="Bc", warps="w", stages=2, unit_threads=32, dtype="bf16",
                        batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", kv_heads=None,
-                       causal=False, save_p=False) -> Program:
-    """FlashAttention-2's backward pass as a program of two kernels.
+                       causal=False, save_p=False, dq_accumulator=True) -> Program:
+    """FlashAttention-2's backward pass as a program of three kernels.
 
     1. `attention-backward-dot`: Dvec = rowsum(dO * O), O the forward's output (blocks of `block_n` rows).
     2. `attention-backward`: blocks own (batch, KV head, a `block_m` tile of keys and values); the query
@@ -90,15 +105,20 @@ def attention_backward(block_n="Br", block_m="Bc", warps="w", stages=2, unit_thr
     dV += P^T dO, dP = dO V^T, dS = P (dP - Dvec), dK += dS^T Q in registers, and dQ += dS K is added into
     global memory in fp32 by every block (`accumulate_global`: read-modify-write). The keys of a block split
     over `warps` units. Causal (bottom-right): the stream skips the query tiles the key tile cannot see.
-    Tensor FLOPs 10 B H N M d (five products a (query, key) pair). The final scaling of dK and the
-    conversion of dQ to the input dtype are left out. With `save_p` the probabilities P (written by the
+    3. `attention-backward-convert`: dQ = scale * the fp32 accumulator, in the input dtype (the dot kernel
+    zeroed the accumulator). `dq_accumulator=False` leaves both out (two kernels, the accumulator's cost
+    unaccounted). Tensor FLOPs 10 B H N M d (five products a (query, key) pair). The final scaling of dK is
+    left out. With `save_p` the probabilities P (written by the
     forward: 2 B H N M bytes in bf16) are read per chunk instead of recomputed: 8 B H N M d tensor FLOPs and
     no exponentials, for those bytes read (the save-or-recompute choice, diagrams.autodiff)."""
     axes = _axes(batch, heads, seqlen, kv_seqlen, head_dim, kv_heads, causal)
-    dot = _dot(axes, block_n, stages, unit_threads, dtype)
+    dot = _dot(axes, block_n, stages, unit_threads, dtype, zero_dq=dq_accumulator)
     main = _dkdv(axes, ("dQ", "dK", "dV"), "attention-backward", block_n, block_m, warps, stages, unit_threads,
-                 dtype, causal, save_p).accumulate_global("dQ")
-    return Program("attention-backward", (dot, main))
+                 dtype, causal, save_p)
+    if not dq_accumulator:
+        return Program("attention-backward", (dot, main.accumulate_global("dQ")))
+    main = main.rename_array("dQ", "dQacc").accumulate_global("dQacc")
+    return Program("attention-backward", (dot, main, _convert(axes, block_n, stages, unit_threads, dtype)))
 
 
 def attention_backward_deterministic(block_n="Br", block_m="Bc", warps="w", stages=2, unit_threads=32,

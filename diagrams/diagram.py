@@ -264,6 +264,17 @@ class Diagram:
         retyped = map_arrays(self.ops, lambda x: dataclasses.replace(x, dtype="fp32") if x.name == array_name else x)
         return self._replace(ops=retyped, accumulated=tuple(dict.fromkeys(self.accumulated + (array_name,))))
 
+    def rename_array(self, old: str, new: str) -> "Diagram":
+        """The diagram with array `old` called `new` in its ops, outputs, placements and accumulations (a
+        kernel's output that a later kernel of the program reads under another name)."""
+        if old not in self.arrays():
+            raise DiagramError(f"rename_array: {self.name} has no array {old!r}; arrays: {sorted(self.arrays())}")
+        ops = map_arrays(self.ops, lambda x: dataclasses.replace(x, name=new) if x.name == old else x)
+        swap = lambda n: new if n == old else n   # noqa: E731
+        return self._replace(ops=ops, outputs=tuple(map(swap, self.outputs)),
+                             staged=tuple((swap(a), lvl) for a, lvl in self.staged),
+                             accumulated=tuple(map(swap, self.accumulated)))
+
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
 

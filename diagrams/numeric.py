@@ -100,6 +100,10 @@ def identity(x):
     return x
 
 
+def zero(x):
+    return np.zeros(np.shape(x))
+
+
 def add(*xs):
     out = xs[0]
     for x in xs[1:]:
@@ -130,3 +134,4 @@ GELU = {"fn": gelu, "grads": (gelu_grad,)}
 SQUARE = {"fn": square, "grads": (_twice,)}
 SOFTMAX_GRAD = {"fn": softmax_grad, "grads": (_dp_minus_d, _p, _minus_p)}  # p (dp - D)
 IDENTITY = {"fn": identity, "grads": (_one,)}
+ZERO = {"fn": zero, "grads": (zero,)}                                    # a buffer zeroed beside a read

@@ -207,13 +207,16 @@ def _compute_time(t: Mapping[str, np.ndarray], v: Mapping[str, np.ndarray], spec
 
 
 def _sync_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, share, resident) -> np.ndarray:
-    """The fixed synchronization latency of every stream step of the busiest SM."""
+    """The fixed synchronization latency of every stream step of the busiest SM, and of every block's
+    prologue and epilogue (``block_latency_cycles``)."""
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:
         block_latency = block_latency / np.maximum(v["stages"] - 1, 1)
     latency = block_latency + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
-    return steps_busiest * latency / rates.clock_hz / resident
+    # each block's prologue and epilogue, on the busiest SM's blocks
+    ends = v["blocks"] * share * plan.block_latency_cycles
+    return (steps_busiest * latency + ends) / rates.clock_hz / resident
 
 
 def _hbm_bytes(ck: "CompiledKernel", v: Mapping[str, np.ndarray], spec: GpuSpec, occ, resident) -> np.ndarray:

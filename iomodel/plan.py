@@ -24,6 +24,8 @@ class ExecutionPlan:
     step_latency_cycles: float = 0.0       # barrier + pipeline wait per stream step, per block
     latency_hidden_by_stages: bool = False  # a deeper ring (stages - 1 chunks ahead) hides that wait
     step_latency_cycles_per_warp: float = 0.0  # the part that grows with the warps a barrier waits for
+    block_latency_cycles: float = 0.0      # per block: its prologue (first loads) and epilogue (stores) that
+    #                                        no other work of the block overlaps (one block an SM: none at all)
     interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
     interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer

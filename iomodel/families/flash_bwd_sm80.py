@@ -158,8 +158,8 @@ def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
     prog = library.attention_backward(**_diagram_args(causal, gqa))
-    dot, main = prog.kernels
-    return dataclasses.replace(prog, kernels=(dot, main.stage("dS", "smem").stage("P", "smem")))
+    dot, main, convert = prog.kernels
+    return dataclasses.replace(prog, kernels=(dot, main.stage("dS", "smem").stage("P", "smem"), convert))
 
 
 def _deterministic_diagram(causal: bool, gqa: bool):

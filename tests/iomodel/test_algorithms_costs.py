@@ -125,12 +125,13 @@ def test_streamed_cross_entropy():
 def test_attention_backward():
     B, H, N, M, d, Bc = S("B", "H", "N", "M", "d", "Bc")
     prog = derive(library.attention_backward())
-    dot, main = prog.kernels
+    dot, main, convert = prog.kernels
     assert ratio(main.flops["tensor"], 10 * B * H * N * M * d) == 1.0   # S, dP, dV, dK, dQ
     assert ratio(main.flops["exp"], B * H * N * M) == 1.0               # P recomputed from LSE
     assert ratio(dot.flops["fp32"], 2 * B * H * N * d) == 1.0
     tiles = M / Bc
     expected = (2 * 2 * B * H * N * d + 4 * B * H * N                    # D = rowsum(dO * O)
+                + 4 * B * H * N * d + (4 + 2) * B * H * N * d            # the fp32 accumulator zeroed, converted
                 + 2 * 2 * B * H * M * d                                  # K, V once
                 + 2 * 2 * B * H * N * d * tiles + 2 * 4 * B * H * N * tiles  # Q, dO, LSE, D per key tile
                 + 2 * 2 * B * H * M * d                                  # dK, dV once

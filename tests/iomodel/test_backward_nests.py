@@ -60,14 +60,16 @@ def test_loop_nests_compute_the_gradients(fn, causal, kv_heads):
 
 def test_atomic_flops_and_bytes_with_gqa():
     """FA2 backward, GQA: 10 B H N M d tensor FLOPs; K, V, dK, dV move B Hk M d elements each; Q, dO, LSE, D
-    and the fp32 dQ read-modify-write once per key tile; D = rowsum(dO * O) reads O and dO once."""
+    and the fp32 dQ read-modify-write once per key tile; D = rowsum(dO * O) reads O and dO once and zeroes
+    the fp32 accumulator; the conversion reads it once and writes dQ."""
     B, Hk, g, N, M, d, Bc = S("B", "Hk", "g", "N", "M", "d", "Bc")
     H = Hk * g
-    dot, main = derive(library.attention_backward(kv_heads="Hk")).kernels
+    dot, main, convert = derive(library.attention_backward(kv_heads="Hk")).kernels
     assert {t.array for t in dot.transfers if t.boundary.startswith("global->")} == {"dO", "O"}
     assert same(main.flops["tensor"], 10 * B * H * N * M * d) and same(main.flops["exp"], B * H * N * M)
     tiles = M / Bc
-    assert same(dot.global_bytes, 2 * 2 * B * H * N * d + 4 * B * H * N)
+    assert same(dot.global_bytes, 2 * 2 * B * H * N * d + 4 * B * H * N + 4 * B * H * N * d)
+    assert same(convert.global_bytes, (4 + 2) * B * H * N * d)
     expected = (4 * 2 * B * Hk * M * d                                   # K, V read once; dK, dV written once
                 + (2 * 2 * B * H * N * d + 2 * 4 * B * H * N) * tiles       # Q, dO, LSE, Dvec per key tile
                 + 2 * 4 * B * H * N * d * tiles)                           # dQ: fp32 read + write per key tile

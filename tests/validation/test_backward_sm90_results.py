@@ -1,0 +1,48 @@
+"""The committed H100 run of the Hopper backward (validation/results/h100-sxm-2026-11-24-run5.json) against
+what the docs and the issue note say of it: every row checked, our kernel at least 1.6x SDPA's
+FlashAttention-2 backward from N = 2048 and at least 0.95x cuDNN's at d = 64, the model within a 10%
+median error on our rows.  (At d = 128 it is 0.94x to 1.02x cuDNN's: the note says so, nothing here
+hides it.)"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from iomodel.accuracy import evaluate
+from iomodel.results import load_results
+
+RUN = Path(__file__).resolve().parents[2] / "validation" / "results" / "h100-sxm-2026-11-24-run5.json"
+
+
+def _rates() -> dict:
+    data = json.loads(RUN.read_text())
+    by = defaultdict(dict)
+    for r in data["rows"]:
+        sh = r["shape"]
+        by[(sh["d"], sh["N"], sh["causal"])][r["kernel"]] = r["measured_tflops"]
+    return by
+
+
+def test_every_row_was_checked_and_timed():
+    data = json.loads(RUN.read_text())
+    assert data["complete"] and data["device"].startswith("NVIDIA H100") and len(data["rows"]) == 80
+    assert all(r["ok"] and r["measured_ms"] > 0 for r in data["rows"])
+
+
+def test_against_the_peers_in_the_same_run():
+    for (d, n, _), rate in _rates().items():
+        ours = rate["flash_bwd_sm90"]
+        if n >= 2048:
+            assert ours >= 1.6 * rate["torch_sdpa_flash_bwd"], (d, n)
+        if d == 64:
+            assert ours >= 0.95 * rate["torch_sdpa_cudnn_bwd"], (d, n)
+        assert rate["flash_bwd_sm90_deterministic"] <= ours * 1.02   # ordered adds cost, never pay
+
+
+def test_the_model_predicts_our_rows_within_ten_percent():
+    (res,) = load_results(RUN)
+    rep = evaluate(res)
+    stats = rep.backward_per_kernel
+    assert set(stats) == {"flash_bwd_sm90", "flash_bwd_sm90_deterministic"}
+    assert stats["flash_bwd_sm90"].n == 20 and stats["flash_bwd_sm90"].median_abs_pct <= 10.0
