@@ -31,6 +31,7 @@ class Diagram:
     threads: int | None = None  # threads per block when no reg-level group fixes them
     accumulated: tuple[str, ...] = ()  # outputs added into global memory by several blocks (atomics, fp32)
     raster_order: tuple[str, sp.Expr] | None = None  # (block-grouped axis, group): the block order (`raster`)
+    buffered: tuple[tuple[str, int], ...] = ()  # (intermediate, copies) staged in SMEM more than once (`stage`)
 
     # ---------- structure ----------
     def __post_init__(self):
@@ -239,13 +240,23 @@ class Diagram:
         """Keep only points with row + lower <= col <= row + upper (sliding window: lower = -(W - 1), upper = 0)."""
         return self.mask(row_axis, col_axis, upper, per_unit, lower)
 
-    def stage(self, array_name: str, level: str) -> "Diagram":
-        """Place an array at a memory level (an input staged in SMEM, an intermediate kept there)."""
+    def stage(self, array_name: str, level: str, buffers: int = 1) -> "Diagram":
+        """Place an array at a memory level (an input staged in SMEM, an intermediate kept there).
+        `buffers` > 1: an intermediate kept in that many SMEM copies, so that one step writes the next
+        while the units still read the last (a double-buffered tile)."""
         if array_name not in self.arrays():
             raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
         if level not in LEVELS:
             raise DiagramError(f"stage: unknown level {level!r}; levels: {LEVELS}")
-        return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),))
+        if int(buffers) != buffers or buffers < 1:
+            raise DiagramError(f"stage {array_name}: buffers must be a positive integer, got {buffers!r}")
+        if buffers > 1 and (level != "smem" or self.producer(array_name) is None):
+            raise DiagramError(f"stage {array_name}: only an intermediate kept in SMEM takes buffers")
+        buffered = tuple(p for p in self.buffered if p[0] != array_name)
+        if buffers > 1:
+            buffered += ((array_name, int(buffers)),)
+        return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),),
+                             buffered=buffered)
 
     def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel") -> "Program":
         """Group `axis_name` over `parts` thread blocks and stream it within each part (split-K, split-KV): a
@@ -273,7 +284,8 @@ class Diagram:
         swap = lambda n: new if n == old else n   # noqa: E731
         return self._replace(ops=ops, outputs=tuple(map(swap, self.outputs)),
                              staged=tuple((swap(a), lvl) for a, lvl in self.staged),
-                             accumulated=tuple(map(swap, self.accumulated)))
+                             accumulated=tuple(map(swap, self.accumulated)),
+                             buffered=tuple((swap(a), n) for a, n in self.buffered))
 
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
@@ -294,7 +306,8 @@ class Diagram:
         return Diagram(name or f"{self.name}+{other.name}", self.ops + other.ops, outs,
                        self.partitions + other.partitions, self.masks + other.masks,
                        self.staged + other.staged, other.threads or self.threads,
-                       tuple(a for a in self.accumulated + other.accumulated if a in outs))
+                       tuple(a for a in self.accumulated + other.accumulated if a in outs),
+                       buffered=self.buffered + other.buffered)
 
     # ---------- views used by the derivation ----------
     def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:

@@ -80,7 +80,9 @@ def op_residents(d: Diagram, nest) -> list[Resident]:
     live together, as one resident of 32-bit words (`PEAK`) holding the largest sum live at one step."""
     steps = body(d, nest)
     staged = dict(d.staged)
-    residents = [Resident(s.op.output.name, "smem", nest.tile(s.op.output, "smem"), 1, s.op.output.itemsize)
+    copies = dict(d.buffered)
+    residents = [Resident(s.op.output.name, "smem", nest.tile(s.op.output, "smem"), copies.get(s.op.output.name, 1),
+                          s.op.output.itemsize)
                  for s in steps if staged.get(s.op.output.name) == "smem"]
     live = _live_ranges(d, nest, steps)
     last = len(steps) - 1

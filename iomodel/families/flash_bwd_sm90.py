@@ -143,27 +143,21 @@ def _deterministic_workspace_bytes(shape) -> float:
     return _workspace_bytes(shape) + 4.0 * shape["B"] * shape["H"] * blocks(shape["N_q"], WGMMA_M)
 
 
-def _diagram(causal: bool, gqa: bool, staged=("dS",)):
+def _diagram(causal: bool, gqa: bool):
     """The library's backward with this kernel's tiles: the library's `block_n` is the streamed query tile
     (Br, block_m here) and its `block_m` the key tile a CTA owns (Bc, block_n here), split over consumer
-    warpgroups of 128 threads, 64 keys each.  dS^T goes through SMEM (dQ's wgmma reads it there, from
-    every warpgroup's keys); P^T stays in registers (dV's wgmma takes A from registers); the atomic mode
-    adds dQ from registers.  The model's SMEM is then the kernel's less its second dS^T buffer and its dQ
-    buffer (the deterministic mode's, allocated in both), which changes no residency: one CTA an SM."""
+    warpgroups of 128 threads, 64 keys each.  dS^T goes through SMEM, double-buffered (dQ's wgmma reads it
+    there, from every warpgroup's keys, while the next tile's is written); P^T stays in registers (dV's
+    wgmma takes A from registers); each dQ slice is staged in SMEM for the writer's bulk reduce-add.  Both
+    modes draw the same program (the deterministic one orders the adds: its plan)."""
     from diagrams import library
 
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     prog = library.attention_backward(block_n="Br", block_m="Bc", warps="cw", stages="st", unit_threads=128,
                                       causal=causal, **kw)
     dot, main, convert = prog.kernels   # the rows kernels have no register-level units: sm80's
-    for name in staged:
-        main = main.stage(name, "smem")
+    main = main.stage("dS", "smem", buffers=2).stage("dQacc", "smem")
     return dataclasses.replace(prog, kernels=(dot, main, convert))
-
-
-def _deterministic_diagram(causal: bool, gqa: bool):
-    """The deterministic mode stages each dQ slice in SMEM for its ordered bulk reduce-add."""
-    return _diagram(causal, gqa, staged=("dS", "dQacc"))
 
 
 #: The wgmma style's plan with three changes, fitted on an H100 run of the first version of the kernel
@@ -177,8 +171,15 @@ def _deterministic_diagram(causal: bool, gqa: bool):
 #:   slice's staging for the writer;
 #: * 6000 cycles a CTA: its prologue (K and V, the first query tile: nothing to overlap them with) and
 #:   epilogue (dK and dV stored from registers), with one CTA an SM and no persistent schedule.
+#: Its SMEM beside the drawn tiles (dS^T twice, the dQ slices once): not the style's full and empty mbarrier
+#: per staged buffer (LSE and D ride on Q's and dO's, K and V share one, dS^T's buffers use a named barrier)
+#: but the kernel's own 13 (K/V full; Q and dO full and empty per slot; dQ full and empty per consumer
+#: warpgroup, at two slots and two consumers) and the 1024 bytes of alignment slack: with them the model's
+#: SMEM is the shipped configs' `smem_bytes()` to the byte (tests/iomodel/test_backward_sm90_family.py).
+KERNEL_MBARRIERS = 1 + 4 * 2 + 2 * 2
 BACKWARD_PLAN_SM90 = dataclasses.replace(WGMMA.plan, interleave_max=1.0, step_latency_cycles_per_warp=80.0,
-                                         block_latency_cycles=6000.0)
+                                         block_latency_cycles=6000.0, sync_bytes_per_buffer=0,
+                                         smem_slack_bytes=ALIGN_SLACK_BYTES + MBARRIER_BYTES * KERNEL_MBARRIERS)
 
 #: The deterministic mode orders each query tile's reduce-adds by key tile, the last first: the dQ writer
 #: waits on the semaphore until the CTAs of the later key tiles (launched earlier) have added their slices
@@ -215,7 +216,6 @@ FAMILY = Family(
 DETERMINISTIC = Family(
     name="flash_bwd_sm90_deterministic",
     description="FlashAttention backward, wgmma + TMA, dQ reduce-adds ordered by key tile (no separate dQ kernel)",
-    plan=DETERMINISTIC_PLAN, build=_deterministic_diagram, workspace_bytes=_deterministic_workspace_bytes,
-    **_COMMON)
+    plan=DETERMINISTIC_PLAN, build=_diagram, workspace_bytes=_deterministic_workspace_bytes, **_COMMON)
 
 FAMILIES = (FAMILY, DETERMINISTIC)   # the registry lists both (iomodel.families)

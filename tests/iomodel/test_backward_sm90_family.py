@@ -52,15 +52,25 @@ def test_shipped_configs_build_and_fit_the_smem_of_a_block():
     assert {c.head_dim for c in SHIPPED} == {64, 128}
 
 
-@pytest.mark.parametrize("name, dq_staged", [(ATOMIC, False), (DETERMINISTIC, True)])
-def test_the_models_smem_is_the_kernels_but_the_buffers_it_does_not_draw(name, dq_staged):
-    """The diagram draws one dS^T tile (bf16, block_m x block_n), which the kernel double-buffers, and
-    the fp32 dQ tile only in the deterministic mode (the kernel allocates it in both)."""
+@pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
+def test_the_models_smem_is_the_kernels_to_the_byte(name):
+    """The diagram's tiles (K, V, the Q/dO/LSE/D ring, dS^T twice, the dQ slices) and the plan's slack (the
+    kernel's 13 mbarriers and 1024 bytes of alignment) are the config's exact smem_bytes()."""
     for cfg in SHIPPED:
         p = api.predict(name, "h100-sxm", {**SHAPE, "d": cfg.head_dim}, cfg)
-        gap = cfg.smem_bytes() - p.kernels[1]["smem_bytes"]
-        dq = 0 if dq_staged else 4 * cfg.block_m * cfg.head_dim
-        assert 0 < gap - dq <= 2 * cfg.block_m * cfg.block_n and p.kernels[1]["occupancy"] == 1
+        assert p.kernels[1]["smem_bytes"] == cfg.smem_bytes() and p.kernels[1]["occupancy"] == 1
+
+
+def test_a_double_buffered_intermediate_counts_twice():
+    from diagrams import library
+
+    main = library.attention_backward().kernels[1]
+    with pytest.raises(Exception, match="buffers"):
+        main.stage("Q", "smem", buffers=2)        # an input: its copies are the stream's stages
+    with pytest.raises(Exception, match="positive integer"):
+        main.stage("dS", "smem", buffers=0)
+    assert main.stage("dS", "smem", buffers=2).buffered == (("dS", 2),)
+    assert main.stage("dS", "smem", buffers=2).stage("dS", "smem").buffered == ()
 
 
 @pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
