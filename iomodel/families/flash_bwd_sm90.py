@@ -9,9 +9,9 @@ Kernels: kernels/csrc/flash_bwd_sm90.cuh, launched by kernels/flash_bwd_sm90.py.
   S^T = K Q^T and dP^T = V dO^T (wgmma, both operands in SMEM), P^T = exp2(S^T - LSE) and
   dS^T = P^T (dP^T - D) in registers, dV += P^T dO and dK += dS^T Q (wgmma, A from registers), stores
   dS^T to SMEM and, once every warpgroup has, its slice of dQ = dS K (wgmma, both operands in SMEM,
-  transposed) and adds it to the fp32 accumulator in global memory with vector reductions
-  (``red.global.add.v4.f32``) from its registers; the deterministic mode stages it in SMEM and adds it
-  with one TMA bulk reduce-add (``cp.reduce.async.bulk``) in key-tile order.
+  transposed), staged in SMEM; a dQ writer thread of the producer warpgroup adds the slices to the fp32
+  accumulator in global memory with TMA bulk reduce-adds (``cp.reduce.async.bulk``), in key-tile order
+  in the deterministic mode.
 * ``flash_bwd_convert_kernel``: dQ = scale * accumulator, in the input dtype.
 """
 from __future__ import annotations
@@ -209,7 +209,7 @@ _COMMON = dict(
 
 FAMILY = Family(
     name="flash_bwd_sm90",
-    description="FlashAttention backward, wgmma + TMA, warp-specialized, dQ added with fp32 vector reductions",
+    description="FlashAttention backward, wgmma + TMA, warp-specialized, dQ added with TMA bulk reduce-adds",
     plan=BACKWARD_PLAN_SM90,   # the wgmma style's (iomodel.styles), fitted: requires wgmma, so sm_90 only
     build=_diagram, workspace_bytes=_workspace_bytes, **_COMMON)
 
