@@ -16,7 +16,7 @@ import math
 
 from iomodel.families.flash_bwd_sm80 import dq_block_k
 
-from . import compile, driver, runtime
+from . import bwd_rows, compile, driver, runtime
 from .checks import backward_inputs, check_smem
 from .dispatch import prepare
 
@@ -25,7 +25,6 @@ __all__ = ["FAMILY", "DETERMINISTIC", "backward", "module", "kernel_names"]
 FAMILY = "flash_bwd_sm80"
 DETERMINISTIC = "flash_bwd_sm80_deterministic"
 HEADER = "flash_bwd_sm80.cuh"
-_ROWS_THREADS = 256   # the dot and convert kernels: 256 threads, a 16-byte chunk each
 
 
 def _b(flag: bool) -> str:
@@ -35,14 +34,13 @@ def _b(flag: bool) -> str:
 def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:
     """Template-ids of (dot, main, dQ) kernels of one variant."""
     t, d = f"iom::{dtype}", cfg.head_dim
-    dot = f"iom::flash_bwd_dot_kernel<{t}, {d}>"
     main = (f"iom::flash_bwd_kernel<{t}, {cfg.block_q}, {cfg.block_k}, {cfg.warps}, {cfg.stages}, {d}, "
             f"{_b(causal)}, {_b(not deterministic)}>")
     if deterministic:
         dq = f"iom::flash_bwd_dq_kernel<{t}, {cfg.block_q}, {dq_block_k(cfg)}, {cfg.stages}, {d}, {_b(causal)}>"
     else:
-        dq = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_q}, iom::DqLayout<{cfg.block_q}, {cfg.warps}, {d}>>"
-    return dot, main, dq
+        dq = bwd_rows.convert_name(dtype, d, cfg.block_q, f"iom::DqLayout<{cfg.block_q}, {cfg.warps}, {d}>")
+    return bwd_rows.dot_name(dtype, d), main, dq
 
 
 def module(cfg, dtype: str, causal: bool, deterministic: bool, arch: str) -> compile.Module:
@@ -68,52 +66,35 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     shape and dtype (copied when its rows are not contiguous).  config: a FlashBwdConfig (or a dict of its
     fields); None asks the model.  deterministic: dQ summed in a fixed order (no atomics).  Returns dq
     like q, dk and dv like k and v (contiguous)."""
-    import torch
-
     family = DETERMINISTIC if deterministic else FAMILY
     call = prepare(family, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
     if deterministic:   # prepare checked the main kernel's SMEM; the dQ kernel has its own
         check_smem(family, cfg, cfg.dq_smem_bytes(q.element_size()), driver.max_smem_optin(call.device))
-    B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    shape = (B, H, N_q, d)
-    out, dout, lse = backward_inputs(dout, out, lse, q, shape)
-
-    n_qp = math.ceil(N_q / cfg.block_q) * cfg.block_q
-    dev = q.device
-    delta = torch.empty((B, H, n_qp), dtype=torch.float32, device=dev)
-    lse2 = torch.empty((B, H, n_qp), dtype=torch.float32, device=dev)
-    dq_acc = None if deterministic else torch.empty((B, H, n_qp, d), dtype=torch.float32, device=dev)
-    dq = runtime.empty(shape, q.dtype, dev)
-    dk = runtime.empty((B, H_kv, N_k, d), q.dtype, dev)
-    dv = runtime.empty((B, H_kv, N_k, d), q.dtype, dev)
+    B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
+    out, dout, lse = backward_inputs(dout, out, lse, q, (B, H, N_q, s["d"]))
+    ws = bwd_rows.workspace(q, s, cfg.block_q, accumulator=not deterministic)
     dot, main, last = _kernels(call.device, cfg, s["dtype"], s["causal"], bool(deterministic))
     i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
-    rows = _ROWS_THREADS // (d // 8)
 
-    driver.launch(dot, (math.ceil(n_qp / rows), H, B), (_ROWS_THREADS, 1, 1),
-                  [ptr(out), ptr(dout), ptr(lse), ptr(delta), ptr(lse2), ptr(dq_acc), *st(out), *st(dout),
-                   i32(H), i32(N_q), i32(n_qp)], 0)
-    common = [i32(H), i32(H // H_kv), i32(N_q), i32(N_k), i32(n_qp), f32(call.scale * runtime.LOG2E),
+    bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
+    common = [i32(H), i32(H // H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), f32(call.scale * runtime.LOG2E),
               f32(call.scale)]
     driver.launch(main, (math.ceil(N_k / cfg.block_k), H_kv, B), (cfg.threads, 1, 1),
-                  [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(lse2), ptr(delta), ptr(dq_acc), ptr(dk), ptr(dv),
-                   *st(q), *st(k), *st(v), *st(dout), *st(dk), *st(dv), *common], call.smem)
+                  [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk),
+                   ptr(ws.dv), *st(q), *st(k), *st(v), *st(dout), *st(ws.dk), *st(ws.dv), *common], call.smem)
     if deterministic:
-        driver.launch(last, (n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
-                      [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(lse2), ptr(delta), ptr(dq),
-                       *st(q), *st(k), *st(v), *st(dout), *st(dq), *common], cfg.dq_smem_bytes())
-    else:
-        # a thread per accumulator quad (the accumulator is in the warps' order: csrc DqLayout)
-        driver.launch(last, (math.ceil(n_qp * d // 4 / _ROWS_THREADS), H, B), (_ROWS_THREADS, 1, 1),
-                      [ptr(dq_acc), ptr(dq), *st(dq), i32(H), i32(N_q), i32(n_qp), f32(call.scale)], 0)
-    return dq, dk, dv
+        driver.launch(last, (ws.n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
+                      [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq),
+                       *st(q), *st(k), *st(v), *st(dout), *st(ws.dq), *common], cfg.dq_smem_bytes())
+    else:   # the accumulator is in the warps' order (csrc DqLayout)
+        bwd_rows.launch_convert(last, ws, s, call.scale)
+    return ws.dq, ws.dk, ws.dv
 
 
 # ---------------------------------------------------------------------------- offline builds (nvcc, ptxas)
-_PARAMS = {  # parameter lists of the four kernels, for explicit instantiation (they match the header)
-    "dot": "const {T}*, const {T}*, const float*, float*, float*, float*, " + "long long, " * 6 + "int, int, int",
-    "convert": "const float*, {T}*, long long, long long, long long, int, int, int, float",
+_PARAMS = {  # parameter lists of the kernels, for explicit instantiation (they match the headers)
+    **bwd_rows.PARAMS,
     "main": "const {T}*, const {T}*, const {T}*, const {T}*, const float*, const float*, float*, {T}*, {T}*, "
             + "long long, " * 18 + "int, int, int, int, int, float, float",
     "dq": "const {T}*, const {T}*, const {T}*, const {T}*, const float*, const float*, {T}*, "

@@ -14,7 +14,7 @@ import ctypes
 import functools
 import math
 
-from . import compile, driver, runtime
+from . import bwd_rows, compile, driver, runtime
 from .checks import backward_inputs
 from .dispatch import prepare
 from .flash_sm90 import TMA_BOX_COLS, _tma_dims
@@ -25,7 +25,6 @@ FAMILY = "flash_bwd_sm90"
 DETERMINISTIC = "flash_bwd_sm90_deterministic"
 ARCH = "sm_90a"
 HEADER = "flash_bwd_sm90.cuh"
-_ROWS_THREADS = 256   # the rows kernels: 256 threads, a 16-byte chunk (dot) or a quad (convert) each
 # Compile-time switches used by default: none.  Available: SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
 DEFAULT_DEFINES: tuple[str, ...] = ()
 
@@ -36,12 +35,10 @@ def _b(flag: bool) -> str:
 
 def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:
     """(dot, main, convert): the rows kernels' template-ids and the main kernel's extern "C" name."""
-    t, d = f"iom::{dtype}", cfg.head_dim
-    dot = f"iom::flash_bwd_dot_kernel<{t}, {d}>"
+    d = cfg.head_dim
     main = f"flash_bwd_sm90_{cfg.name}_{dtype}_{'causal' if causal else 'full'}{'_det' if deterministic else ''}"
     layout = f"sm90::DqSlices<{cfg.block_m}, {cfg.consumers}, {d}>"
-    convert = f"iom::flash_bwd_convert_kernel<{t}, {d}, {cfg.block_m}, {layout}>"
-    return dot, main, convert
+    return bwd_rows.dot_name(dtype, d), main, bwd_rows.convert_name(dtype, d, cfg.block_m, layout)
 
 
 def _instance(cfg, dtype: str, causal: bool, deterministic: bool) -> str:
@@ -67,12 +64,6 @@ def unit(variants) -> str:
     return f'#include "{HEADER}"\n' + "".join(_instance(*v) for v in variants)
 
 
-_PARAMS = {  # the rows kernels' parameter lists, for explicit instantiation by nvcc (they match the header)
-    "dot": "const {T}*, const {T}*, const float*, float*, float*, float*, " + "long long, " * 6 + "int, int, int",
-    "convert": "const float*, {T}*, long long, long long, long long, int, int, int, float",
-}
-
-
 def offline_unit(variants) -> str:
     """`unit` plus explicit instantiations of the rows kernels (nvcc has no name expressions)."""
     lines, seen = [unit(variants)], set()
@@ -81,7 +72,7 @@ def offline_unit(variants) -> str:
         for kind, name in (("dot", dot), ("convert", convert)):
             if name not in seen:
                 seen.add(name)
-                lines.append(f"template __global__ void {name}({_PARAMS[kind].format(T=f'iom::{dtype}')});")
+                lines.append(f"template __global__ void {name}({bwd_rows.PARAMS[kind].format(T=f'iom::{dtype}')});")
     return "\n".join(lines) + "\n"
 
 
@@ -123,31 +114,20 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
 
     call = prepare(DETERMINISTIC if deterministic else FAMILY, q, k, v, causal, config, scale)
     s, cfg, dev = call.shape, call.config, call.device
-    B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    shape = (B, H, N_q, d)
-    out, dout, lse = backward_inputs(dout, out, lse, q, shape)
-
-    n_qp = math.ceil(N_q / cfg.block_m) * cfg.block_m
-    device = q.device
-    delta = torch.empty((B, H, n_qp), dtype=torch.float32, device=device)
-    lse2 = torch.empty((B, H, n_qp), dtype=torch.float32, device=device)
-    dq_acc = torch.empty((B, H, n_qp, d), dtype=torch.float32, device=device)
-    sem = torch.zeros((B, H, n_qp // cfg.block_m), dtype=torch.int32, device=device) if deterministic else _trace
-    dq = runtime.empty(shape, q.dtype, device)
-    dk = runtime.empty((B, H_kv, N_k, d), q.dtype, device)
-    dv = runtime.empty((B, H_kv, N_k, d), q.dtype, device)
+    B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
+    out, dout, lse = backward_inputs(dout, out, lse, q, (B, H, N_q, s["d"]))
+    ws = bwd_rows.workspace(q, s, cfg.block_m, accumulator=True)
+    sem = (torch.zeros((B, H, ws.n_qp // cfg.block_m), dtype=torch.int32, device=q.device) if deterministic
+           else _trace)
     dot, main, convert = _kernels(dev, cfg, s["dtype"], s["causal"], bool(deterministic), call.smem,
                                   tuple(DEFAULT_DEFINES))
-    i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
+    i32, f32, ptr = ctypes.c_int, ctypes.c_float, driver.ptr
 
-    rows = _ROWS_THREADS // (d // 8)
-    driver.launch(dot, (math.ceil(n_qp / rows), H, B), (_ROWS_THREADS, 1, 1),
-                  [ptr(out), ptr(dout), ptr(lse), ptr(delta), ptr(lse2), ptr(dq_acc), *st(out), *st(dout),
-                   i32(H), i32(N_q), i32(n_qp)], 0)
+    bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
     maps = _tensor_maps(dev, s["dtype"], cfg, q, k, v, dout)
     driver.launch(main, (math.ceil(N_k / cfg.block_n), H_kv, B), (cfg.threads, 1, 1),
-                  [*maps, ptr(lse2), ptr(delta), ptr(dq_acc), ptr(dk), ptr(dv), ptr(sem), i32(H), i32(H_kv), i32(N_q),
-                   i32(N_k), i32(n_qp), f32(call.scale * runtime.LOG2E), f32(call.scale)], call.smem)
-    driver.launch(convert, (math.ceil(n_qp * d // 4 / _ROWS_THREADS), H, B), (_ROWS_THREADS, 1, 1),
-                  [ptr(dq_acc), ptr(dq), *st(dq), i32(H), i32(N_q), i32(n_qp), f32(call.scale)], 0)
-    return dq, dk, dv
+                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), i32(H),
+                   i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), f32(call.scale * runtime.LOG2E), f32(call.scale)],
+                  call.smem)
+    bwd_rows.launch_convert(convert, ws, s, call.scale)
+    return ws.dq, ws.dk, ws.dv

@@ -36,7 +36,7 @@
 // the consumers (keys as rows, 64 queries a column block).
 #pragma once
 #include "sm90_common.cuh"
-#include "sm90_wgmma.cuh"
+#include "sm90_tiles.cuh"
 #include "flash_bwd_common.cuh"
 
 namespace sm90 {
@@ -146,43 +146,6 @@ __device__ __forceinline__ void st_shared_v4(u32 addr, float a, float b, float c
 }
 __device__ __forceinline__ void ld_shared_v2(u32 addr, float& a, float& b) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
-}
-
-// ------------------------------------------------------------------------------ the five products
-// S^T (dP^T) = A B^T for a warpgroup's 64 keys: A = its rows of the K (V) tile, B = the Q (dO) tile,
-// both K-major; each 16-wide k step advances 32 bytes in the 128-byte swizzle row (column block kk / 4).
-template <class T>
-__device__ __forceinline__ void issue_scores(float (&s)[T::kBlockM / 2], u32 a_base, u32 b_base) {
-#pragma unroll
-    for (int kk = 0; kk < T::kHeadDim / 16; ++kk) {
-        const u64 da = make_desc_sw128(a_base + (kk / 4) * (T::kBlockN * 128) + (kk % 4) * 32, 16, 1024);
-        const u64 db = make_desc_sw128(b_base + (kk / 4) * (T::kBlockM * 128) + (kk % 4) * 32, 16, 1024);
-        wgmma_ss<T::kBlockM, T::kBF16>(s, da, db, kk > 0 ? 1 : 0);
-    }
-}
-
-// dV += P^T dO (dK += dS^T Q): A from registers (keys x queries, 4 x 32 bits a k16 step), B = the dO (Q)
-// tile read as (head dims x queries): MN-major, LBO = distance between 64-column blocks, SBO = 8 rows.
-template <class T>
-__device__ __forceinline__ void issue_grad(float (&acc)[T::kHeadDim / 2], const u32 (&a)[T::kBlockM / 4],
-                                           u32 b_base) {
-#pragma unroll
-    for (int kk = 0; kk < T::kBlockM / 16; ++kk) {
-        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, T::kBlockM * 128, 1024);
-        wgmma_rs<T::kHeadDim, T::kBF16>(acc, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, 1);
-    }
-}
-
-// A dQ slice (64 query rows x kSlice head dims) = dS K over the CTA's keys: A = dS^T (keys x queries) and
-// B = K (keys x head dims), both MN-major in SMEM (the keys, the contracted axis, are their rows).
-template <class T>
-__device__ __forceinline__ void issue_dq(float (&dq)[T::kSlice / 2], u32 ds_base, u32 k_base) {
-#pragma unroll
-    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
-        const u64 da = make_desc_sw128(ds_base + kk * 16 * 128, T::kBlockN * 128, 1024);
-        const u64 db = make_desc_sw128(k_base + kk * 16 * 128, T::kBlockN * 128, 1024);
-        wgmma_sst<T::kSlice, T::kBF16>(dq, da, db, kk > 0 ? 1 : 0);
-    }
 }
 
 // The key tile a CTA owns.  The deterministic mode launches them from the last down: a CTA's dQ adds wait
@@ -493,9 +456,9 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             mbar_wait(fullDO, phase);
             IOM_TRACE(1);
             wgmma_fence();
-            issue_scores<T>(s, sK + wg * 64 * 128, sQ);
+            wgmma_tile_ss<T::kBlockM, T::kHeadDim, T::kBlockN, T::kBlockM, T::kBF16>(s, sK + wg * 64 * 128, sQ);
             wgmma_commit();
-            issue_scores<T>(dp, sV + wg * 64 * 128, sdO);
+            wgmma_tile_ss<T::kBlockM, T::kHeadDim, T::kBlockN, T::kBlockM, T::kBF16>(dp, sV + wg * 64 * 128, sdO);
             wgmma_commit();
             IOM_TRACE(2);
             wgmma_wait<1>();
@@ -509,7 +472,7 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             pack_tile<T>(p16, s);
             IOM_TRACE(4);
             wgmma_fence();
-            issue_grad<T>(acc_dv, p16, sdO);
+            wgmma_tile_rs<T::kHeadDim, T::kBlockM, T::kBF16>(acc_dv, p16, sdO);
             wgmma_commit();
             IOM_TRACE(5);
             wgmma_wait<1>();
@@ -523,13 +486,14 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             store_ds<T>(sDS, ds16, key_row, lane);
             IOM_TRACE(7);
             wgmma_fence();
-            issue_grad<T>(acc_dk, ds16, sQ);
+            wgmma_tile_rs<T::kHeadDim, T::kBlockM, T::kBF16>(acc_dk, ds16, sQ);
             wgmma_commit();
             fence_async_smem();
             IOM_TRACE(8);
             named_bar_sync(1, 128 * T::kConsumers);      // every warpgroup's dS^T is in SMEM
             IOM_TRACE(9);
-            issue_dq<T>(dq, sDS + mb * (T::kBlockN * 128), sK + ns * (T::kSlice / 64) * (T::kBlockN * 128));
+            wgmma_tile_sst<T::kSlice, T::kBlockN, T::kBF16>(
+                dq, sDS + mb * (T::kBlockN * 128), sK + ns * (T::kSlice / 64) * (T::kBlockN * 128));
             wgmma_commit();
             IOM_TRACE(10);
             wgmma_wait<0>();

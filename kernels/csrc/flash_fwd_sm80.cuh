@@ -23,6 +23,7 @@
 // ones fill the tail of the wave.
 #pragma once
 #include "iom_common.cuh"
+#include "warp_tiles.cuh"
 
 namespace iom {
 
@@ -40,7 +41,6 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
     constexpr int NT = BLOCK_N / 8;          // n8 tiles of S
     constexpr int DT = HEAD_DIM / 8;         // n8 tiles of O
-    constexpr int KQ = HEAD_DIM / 16;        // k16 steps of Q K^T
     constexpr int KP = BLOCK_N / 16;         // k16 steps of P V
     constexpr int CPR = HEAD_DIM / 8;        // 16-byte chunks per SMEM row
     constexpr int ROW_BYTES = HEAD_DIM * 2;
@@ -133,23 +133,16 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // multiples of 8, so the swizzle key is row & 7 == l & 7 for all three, and the
     // physical chunk is (2*kk) ^ x with x = (l >> 4) ^ (l & 7): four per-thread byte
     // offsets xo[kk & 3] plus the immediate (kk >> 2) * 128 cover every kk.
-    const u32 lane_off = (u32)(lane & 15) * ROW_BYTES;
-    const int x = (lane >> 4) ^ (lane & 7);
     u32 xo[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
+    lane_offsets<ROW_BYTES>(lane, xo);
     const u32 q_base = sQ + (u32)(warp * ROWS_PER_WARP) * ROW_BYTES;
 
     float acc_o[MT][DT][4];
     float row_max[MT][2];
     float row_sum[MT][2];
+    zero(acc_o);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.f;
-        }
         row_max[mt][0] = row_max[mt][1] = neg_inf();
         row_sum[mt][0] = row_sum[mt][1] = 0.f;
     }
@@ -178,32 +171,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
         // ---- S = Q K_j^T ----------------------------------------------------
         float s[MT][NT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
-
-#pragma unroll
-        for (int kk = 0; kk < KQ; ++kk) {
-            u32 qa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                ldsm_x4(q_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + mt * 16 * ROW_BYTES),
-                        qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
-#pragma unroll
-            for (int np = 0; np < NT / 2; ++np) {
-                u32 kb0, kb1, kb2, kb3;
-                // kb0/kb2: dims 16kk..+7 / +8..15 of keys 16np..+7; kb1/kb3: keys +8..15
-                ldsm_x4(sK + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), kb0, kb1, kb2, kb3);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    E::mma(s[mt][2 * np], qa[mt], kb0, kb2);
-                    E::mma(s[mt][2 * np + 1], qa[mt], kb1, kb3);
-                }
-            }
-        }
+        zero(s);
+        mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo);
 
         // ---- masking: key tail and causal diagonal ---------------------------
         const int n0 = j * BLOCK_N;
@@ -266,22 +235,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         cp_async_commit();
 
         // ---- O += P V_j --------------------------------------------------------
-        const u32 sV = sK + V_OFFSET;
-#pragma unroll
-        for (int kk = 0; kk < KP; ++kk) {
-#pragma unroll
-            for (int dp = 0; dp < DT / 2; ++dp) {
-                u32 vb0, vb1, vb2, vb3;
-                // vb0/vb1: keys 16kk..+7 / +8..15 of dims 16dp..+7; vb2/vb3: dims +8..15
-                ldsm_x4_trans(sV + xo[dp & 3] + (u32)((dp >> 2) * 128 + kk * 16 * ROW_BYTES), vb0, vb1, vb2, vb3);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    E::mma(acc_o[mt][2 * dp], pa[mt][kk], vb0, vb1);
-                    E::mma(acc_o[mt][2 * dp + 1], pa[mt][kk], vb2, vb3);
-                }
-            }
-        }
-
+        mma_rb<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(acc_o, pa, sK + V_OFFSET, 0, xo);
     }
 
     // ---- epilogue: normalise, write O (registers -> global) and L ------------

@@ -25,7 +25,7 @@
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
-#include "sm90_wgmma.cuh"
+#include "sm90_tiles.cuh"
 
 namespace sm90 {
 
@@ -81,33 +81,6 @@ __device__ __forceinline__ float shfl_xor(float v, int m) {
     float r;
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(m));
     return r;
-}
-
-// S = Q K^T for one 64-row warpgroup slice: A (Q) and B (K chunk) both K-major in SMEM.
-// Each 16-wide k step advances 32 bytes inside the 128-byte swizzle row (column block kk/4).
-template <class T>
-__device__ __forceinline__ void issue_qk(float (&s)[T::kBlockN / 2], u32 q_base, u32 k_base) {
-#pragma unroll
-    for (int kk = 0; kk < T::kHeadDim / 16; ++kk) {
-        const u32 qa = q_base + (kk / 4) * (T::kBlockM * 128) + (kk % 4) * 32;
-        const u32 kb = k_base + (kk / 4) * (T::kBlockN * 128) + (kk % 4) * 32;
-        const u64 da = make_desc_sw128(qa, 16, 1024);
-        const u64 db = make_desc_sw128(kb, 16, 1024);
-        wgmma_ss<T::kBlockN, T::kBF16>(s, da, db, kk > 0 ? 1 : 0);
-    }
-}
-
-// O += P V: A = P (registers, 4 x 32-bit per k16 step), B = V chunk (keys x d, d contiguous):
-// MN-major, 128-B swizzle.  LBO = distance between 64-wide column blocks of d, SBO = 8 keys.
-template <class T>
-__device__ __forceinline__ void issue_pv(float (&o)[T::kHeadDim / 2], const u32 (&p)[T::kBlockN / 4],
-                                         u32 v_base) {
-#pragma unroll
-    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
-        const u64 db = make_desc_sw128(v_base + kk * 16 * 128, T::kBlockN * 128, 1024);
-        wgmma_rs<T::kHeadDim, T::kBF16>(o, p[4 * kk + 0], p[4 * kk + 1], p[4 * kk + 2],
-                                        p[4 * kk + 3], db, 1);
-    }
 }
 
 // Mask keys >= N_k and (causal) keys > row + (N_k - N_q).  Accumulator layout (per warp 16 rows):
@@ -451,7 +424,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16>(
+                        s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
                     wgmma_wait<0>();
@@ -474,9 +448,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    issue_qk<T>(s, q_base, sK + stage * T::kBytesKV);
+                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16>(
+                        s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
-                    issue_pv<T>(o, p, sV + pstage * T::kBytesKV);
+                    wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + pstage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
@@ -501,7 +476,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_wait(fullV(stage), phase);
                 turn_wait();
                 wgmma_fence();
-                issue_pv<T>(o, p, sV + stage * T::kBytesKV);
+                wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();
                 turn_pass();
                 wgmma_wait<0>();

@@ -1,13 +1,14 @@
 // Warp-level tile helpers of the mma.sync kernels (m16n8k16): operand fragments read with ldmatrix from
 // XOR-swizzled SMEM tiles, products into fp32 accumulator tiles, and the moves between the accumulator
-// layout, A fragments, SMEM and global memory.  Used by the backward kernels (flash_bwd_sm80.cuh,
-// flash_bwd_dq_sm80.cuh).  Self-contained like iom_common.cuh: no CUDA or C++ headers.
+// layout, A fragments, SMEM and global memory.  Used by the forward (flash_fwd_sm80.cuh) and the backward
+// kernels (flash_bwd_sm80.cuh, flash_bwd_dq_sm80.cuh).  Self-contained like iom_common.cuh: no CUDA or C++
+// headers.
 #pragma once
 #include "iom_common.cuh"
 
 namespace iom {
 
-// Per-lane ldmatrix offsets of a tile whose rows are HEAD_DIM 16-bit values (see flash_fwd_sm80.cuh):
+// Per-lane ldmatrix offsets of a tile whose rows are HEAD_DIM 16-bit values (flash_fwd_sm80.cuh says why):
 // lane l addresses row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4); xo[kk & 3] + (kk >> 2) * 128
 // is the byte offset for k16 step kk.
 template <int ROW_BYTES>

@@ -7,7 +7,6 @@ import sympy as sp
 
 from iomodel import api, families
 from iomodel.chooser import choose
-from iomodel.cli import main
 from iomodel.errors import ModelError
 from iomodel.families.flash_bwd_sm80 import SHIPPED, FlashBwdConfig
 from iomodel.hardware import resolve_gpu
@@ -140,28 +139,22 @@ def test_launch_and_memory_limits():
     assert "at most 65535" in fit_problem(atomic, spec, check_shape(atomic, {**SHAPE, "B": 70000, "N_q": 128}))
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_predict_with_the_kernel_alone_picks_the_backward(capsys):
-    code, out, _ = run(capsys, "predict", "--kernel", ATOMIC, "--causal", "--kv-heads", "4", "--json")
+def test_cli_predict_with_the_kernel_alone_picks_the_backward(cli):
+    code, out, _ = cli("predict", "--kernel", ATOMIC, "--causal", "--kv-heads", "4", "--json")
     assert code == 0
     [pred] = json.loads(out)
     assert pred["kernel"] == ATOMIC and pred["shape"]["causal"] and pred["shape"]["H_kv"] == 4 and pred["feasible"]
-    code, out, _ = run(capsys, "predict", "--algo", "flash-attention-backward", "--seqlen", "2048")
+    code, out, _ = cli("predict", "--algo", "flash-attention-backward", "--seqlen", "2048")
     assert code == 0 and ATOMIC in out and DETERMINISTIC in out and "peer FlashAttention-2" not in out
 
 
-def test_cli_tiles_and_pseudocode(capsys):
-    code, out, _ = run(capsys, "tiles", "--kernel", DETERMINISTIC, "--top", "2", "--head-dim", "64")
+def test_cli_tiles_and_pseudocode(cli):
+    code, out, _ = cli("tiles", "--kernel", DETERMINISTIC, "--top", "2", "--head-dim", "64")
     assert code == 0 and f"{DETERMINISTIC} on h100-sxm: 144 configurations" in out
-    code, out, _ = run(capsys, "pseudocode", "--kernel", ATOMIC, "--causal", "--kv-heads", "4")
+    code, out, _ = cli("pseudocode", "--kernel", ATOMIC, "--causal", "--kv-heads", "4")
     assert code == 0 and "kernel attention-backward:" in out and "atomic add dQ" in out and "Hk=4" in out
     assert "units share" in out
-    code, out, _ = run(capsys, "pseudocode", "--kernel", DETERMINISTIC, "--symbolic")
+    code, out, _ = cli("pseudocode", "--kernel", DETERMINISTIC, "--symbolic")
     assert code == 0 and "kernel attention-backward-dq:" in out and "step 16:   # warps" in out
 
 
@@ -177,7 +170,7 @@ def test_cli_tiles_and_pseudocode(capsys):
     (["predict", "--kernel", ATOMIC, "--batch", "64", "--heads", "32", "--seqlen", "65536"], "of GPU memory"),
     (["roofline", "--causal"], "roofline takes no --causal"),
 ])
-def test_cli_bad_input_is_one_line(capsys, argv, needle):
-    code, _out, err = run(capsys, *argv)
+def test_cli_bad_input_is_one_line(argv, needle, cli):
+    code, _out, err = cli(*argv)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("iomodel: error: ") and needle in lines[0], err

@@ -6,7 +6,6 @@ import pytest
 
 from iomodel import api, families
 from iomodel.chooser import choose
-from iomodel.cli import main
 from iomodel.errors import ModelError
 from iomodel.families.flash_bwd_sm90 import SHIPPED, FlashBwdSm90Config
 from iomodel.hardware import resolve_gpu
@@ -127,25 +126,19 @@ def test_workspace_holds_the_accumulator_in_both_modes():
     assert "the flash_bwd_sm90 kernel allocates" in fit_problem(atomic, spec, big)
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_predict_tiles_and_pseudocode(capsys):
-    code, out, _ = run(capsys, "predict", "--kernel", ATOMIC, "--causal", "--kv-heads", "4", "--json")
+def test_cli_predict_tiles_and_pseudocode(cli):
+    code, out, _ = cli("predict", "--kernel", ATOMIC, "--causal", "--kv-heads", "4", "--json")
     assert code == 0
     [pred] = json.loads(out)
     assert pred["kernel"] == ATOMIC and pred["shape"]["causal"] and pred["shape"]["H_kv"] == 4 and pred["feasible"]
-    code, out, _ = run(capsys, "predict", "--algo", "flash-attention-backward", "--gpu", "a100-sxm-80gb")
+    code, out, _ = cli("predict", "--algo", "flash-attention-backward", "--gpu", "a100-sxm-80gb")
     assert code == 0 and "flash_bwd_sm80" in out and ATOMIC not in out    # auto: only what the GPU runs
-    code, out, _ = run(capsys, "tiles", "--kernel", DETERMINISTIC, "--head-dim", "64")
+    code, out, _ = cli("tiles", "--kernel", DETERMINISTIC, "--head-dim", "64")
     assert code == 0 and f"{DETERMINISTIC} on h100-sxm: 8 configurations" in out
-    code, out, _ = run(capsys, "pseudocode", "--kernel", ATOMIC, "--causal")
+    code, out, _ = cli("pseudocode", "--kernel", ATOMIC, "--causal")
     assert code == 0 and "kernel attention-backward:" in out and "warpgroups" in out
 
 
-def test_cli_refuses_the_kernel_on_a_gpu_without_wgmma(capsys):
-    code, _out, err = run(capsys, "predict", "--kernel", ATOMIC, "--gpu", "a100-sxm-80gb")
+def test_cli_refuses_the_kernel_on_a_gpu_without_wgmma(cli):
+    code, _out, err = cli("predict", "--kernel", ATOMIC, "--gpu", "a100-sxm-80gb")
     assert code != 0 and "cannot run on a100-sxm-80gb" in err

@@ -9,14 +9,8 @@ import pytest
 from iomodel.cli import main
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_predict_defaults_to_flash_attention_on_h100(capsys):
-    code, out, err = run(capsys, "predict")
+def test_predict_defaults_to_flash_attention_on_h100(cli):
+    code, out, err = cli("predict")
     assert code == 0
     assert "H100 SXM" in out and "TFLOP/s" in out and "bottleneck" in out
     assert "flash_sm90" in out and "flash_sm80" in out
@@ -31,17 +25,17 @@ def test_predict_as_module_without_arguments():
 
 
 @pytest.mark.parametrize("algo", ["flash-attention", "flash-attention-causal", "gqa", "attention-unfused", "matmul", "softmax"])
-def test_predict_every_algorithm_as_json(capsys, algo):
+def test_predict_every_algorithm_as_json(algo, cli):
     size = ["--m", "2048"] if algo == "matmul" else ["--seqlen", "2048"]
-    code, out, _ = run(capsys, "predict", "--algo", algo, "--gpu", "a100-sxm-80gb", "--json", *size)
+    code, out, _ = cli("predict", "--algo", algo, "--gpu", "a100-sxm-80gb", "--json", *size)
     assert code == 0
     preds = json.loads(out)
     assert preds and all(p["time_s"] > 0 and p["feasible"] for p in preds)
     assert preds[0]["gpu"] == "a100-sxm-80gb"
 
 
-def test_predict_explicit_tiles_and_gqa_shape(capsys):
-    code, out, _ = run(capsys, "predict", "--kernel", "flash_sm80", "--tiles", "block_m=128,block_n=64,warps=4,stages=2",
+def test_predict_explicit_tiles_and_gqa_shape(cli):
+    code, out, _ = cli("predict", "--kernel", "flash_sm80", "--tiles", "block_m=128,block_n=64,warps=4,stages=2",
                        "--heads", "32", "--kv-heads", "8", "--head-dim", "64", "--json")
     assert code == 0
     (p,) = json.loads(out)
@@ -49,37 +43,37 @@ def test_predict_explicit_tiles_and_gqa_shape(capsys):
     assert p["shape"]["H_kv"] == 8 and p["smem_bytes"] == (128 + 2 * 2 * 64) * 64 * 2
 
 
-def test_user_spec_file_errors_name_the_field(tmp_path, capsys):
+def test_user_spec_file_errors_name_the_field(tmp_path, cli):
     bad = tmp_path / "mine.toml"
     bad.write_text('key = "mine"\nname = "x"\n')
-    code, out, err = run(capsys, "predict", "--gpu", str(bad))
+    code, out, err = cli("predict", "--gpu", str(bad))
     assert code == 2 and "mine.toml" in err and len(err.strip().splitlines()) == 1
 
 
-def test_tiles_lists_ranking_and_rejections(capsys):
-    code, out, _ = run(capsys, "tiles", "--head-dim", "64", "--why", "--top", "5", "--kernel", "flash_sm80")
+def test_tiles_lists_ranking_and_rejections(cli):
+    code, out, _ = cli("tiles", "--head-dim", "64", "--why", "--top", "5", "--kernel", "flash_sm80")
     assert code == 0
     assert "rank" in out and "rejected:" in out and "configs/s" in out
     assert "registers per thread" in out or "SMEM per block" in out
 
 
-def test_pseudocode_and_draw(capsys, tmp_path):
-    code, out, _ = run(capsys, "pseudocode")
+def test_pseudocode_and_draw(tmp_path, cli):
+    code, out, _ = cli("pseudocode")
     assert code == 0 and "parallel for" in out and "for m0" in out and "# sizes:" in out
-    code, out, _ = run(capsys, "pseudocode", "--algo", "matmul", "--symbolic")
+    code, out, _ = cli("pseudocode", "--algo", "matmul", "--symbolic")
     assert code == 0 and "for b0 in 0..K step Bk" in out
     # the Hopper family's own loop nest: warpgroups that skip the chunks above their own rows
-    code, out, _ = run(capsys, "pseudocode", "--algo", "flash-attention-causal", "--kernel", "flash_sm90")
+    code, out, _ = cli("pseudocode", "--algo", "flash-attention-causal", "--kernel", "flash_sm90")
     assert code == 0 and "# warpgroups" in out and "skip" in out
-    code, out, _ = run(capsys, "pseudocode", "--algo", "flash-attention-causal")
+    code, out, _ = cli("pseudocode", "--algo", "flash-attention-causal")
     assert code == 0 and "# warps" in out and "skip" not in out
     svg = tmp_path / "fa.svg"
-    code, out, _ = run(capsys, "draw", "--out", str(svg))
+    code, out, _ = cli("draw", "--out", str(svg))
     assert code == 0 and svg.read_text().startswith("<svg")
 
 
-def test_gpus_lists_every_spec(capsys):
-    code, out, _ = run(capsys, "gpus")
+def test_gpus_lists_every_spec(cli):
+    code, out, _ = cli("gpus")
     assert code == 0
     for key in ("a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200-sxm"):
         assert key in out
@@ -153,22 +147,22 @@ def test_version_help_defaults_and_examples(capsys):
     # outputs are checked before any work
     (["draw", "--out", "x.png"], "--out x.png: unknown suffix"),
 ])
-def test_bad_input_one_line_exit_2(capsys, argv, needle):
-    code, out, err = run(capsys, *argv)
+def test_bad_input_one_line_exit_2(argv, needle, cli):
+    code, out, err = cli(*argv)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("iomodel: error: ") and needle in lines[0], err
 
 
-def test_forced_calibration_of_another_gpu(capsys):
-    code, out, err = run(capsys, "predict", "--gpu", "a100-sxm-80gb", "--calibration", "h100-sxm",
+def test_forced_calibration_of_another_gpu(cli):
+    code, out, err = cli("predict", "--gpu", "a100-sxm-80gb", "--calibration", "h100-sxm",
                          "--force-calibration", "--json")
     assert code == 0 and json.loads(out)[0]["calibration_used"].startswith("h100-sxm")
 
 
-def test_calibration_none_and_auto(capsys):
-    _, out, _ = run(capsys, "predict", "--calibration", "none", "--json")
+def test_calibration_none_and_auto(cli):
+    _, out, _ = cli("predict", "--calibration", "none", "--json")
     assert json.loads(out)[0]["calibration_used"] is None
-    _, out, _ = run(capsys, "predict", "--json")
+    _, out, _ = cli("predict", "--json")
     assert json.loads(out)[0]["calibration_used"].startswith("h100-sxm")
 
 
@@ -185,16 +179,16 @@ def test_times_in_human_units():
     assert len(format_duration(1e15)) < 12
 
 
-def test_json_on_tiles_and_gpus(capsys):
-    code, out, _ = run(capsys, "tiles", "--kernel", "flash_sm80", "--top", "2", "--why", "--why-limit", "3", "--json")
+def test_json_on_tiles_and_gpus(cli):
+    code, out, _ = cli("tiles", "--kernel", "flash_sm80", "--top", "2", "--why", "--why-limit", "3", "--json")
     (res,) = json.loads(out)
     assert code == 0 and res["kernel"] == "flash_sm80" and len(res["ranked"]) == 2 and len(res["rejected"]) == 3
     assert set(res["ranked"][0]) >= {"time_s", "tflops", "bottleneck", "config", "shape"}  # Prediction's fields
-    code, out, _ = run(capsys, "gpus", "--json")
+    code, out, _ = cli("gpus", "--json")
     specs = json.loads(out)
     assert code == 0 and {s["key"] for s in specs} >= {"h100-sxm", "a100-sxm-80gb"} and specs[0]["sm_count"] > 0
 
 
-def test_pictures_to_standard_output(capsys):
-    code, out, _ = run(capsys, "draw", "--out", "-")
+def test_pictures_to_standard_output(cli):
+    code, out, _ = cli("draw", "--out", "-")
     assert code == 0 and out.startswith("<svg") and "wrote" not in out

@@ -11,7 +11,6 @@ import pytest
 
 from iomodel import algorithms
 from iomodel.algorithms import LIBRARY, best_prediction, family_for
-from iomodel.cli import main
 from iomodel.cli.diagram_args import DIAGRAM_ALGOS
 from iomodel.hardware import load_calibration, resolve_gpu
 from iomodel.traffic import distinct_tiles, reuse_distance
@@ -21,18 +20,12 @@ EXAMPLE = ROOT / "docs" / "examples" / "swiglu.py"
 GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm")
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_lists_the_library():
     assert tuple(LIBRARY) == DIAGRAM_ALGOS
 
 
-def _predict_json(capsys, *argv) -> list[dict]:
-    code, out, err = run(capsys, "predict", *argv, "--json")
+def _predict_json(cli, *argv) -> list[dict]:
+    code, out, err = cli("predict", *argv, "--json")
     assert code == 0, err
     rows = json.loads(out)
     assert rows and all(r["feasible"] and r["time_s"] > 0 and r["flops"] > 0 for r in rows)
@@ -40,9 +33,9 @@ def _predict_json(capsys, *argv) -> list[dict]:
 
 
 @pytest.mark.parametrize("algo", DIAGRAM_ALGOS)
-def test_every_library_algorithm_predicts_with_the_same_fields(capsys, algo):
-    rows = _predict_json(capsys, "--algo", algo, "--gpu", "h100-sxm")
-    reference = _predict_json(capsys, "--algo", "flash-attention")[0]
+def test_every_library_algorithm_predicts_with_the_same_fields(algo, cli):
+    rows = _predict_json(cli, "--algo", algo, "--gpu", "h100-sxm")
+    reference = _predict_json(cli, "--algo", "flash-attention")[0]
     for row in rows:
         assert set(row) == set(reference)
 
@@ -50,19 +43,19 @@ def test_every_library_algorithm_predicts_with_the_same_fields(capsys, algo):
 @pytest.mark.slow
 @pytest.mark.parametrize("gpu", GPUS)
 @pytest.mark.parametrize("algo", DIAGRAM_ALGOS)
-def test_every_library_algorithm_predicts_on_every_gpu(capsys, algo, gpu):
-    rows = _predict_json(capsys, "--algo", algo, "--gpu", gpu)
+def test_every_library_algorithm_predicts_on_every_gpu(algo, gpu, cli):
+    rows = _predict_json(cli, "--algo", algo, "--gpu", gpu)
     styles = {r["kernel"].split("/")[-1] for r in rows}
     assert ("wgmma" in styles) == (gpu != "a100-sxm-80gb") or algo == "matmul"
 
 
-def test_user_diagram_example_predicts_tiles_and_pseudocode(capsys):
+def test_user_diagram_example_predicts_tiles_and_pseudocode(cli):
     spec = f"{EXAMPLE}:swiglu"
-    rows = _predict_json(capsys, "--diagram", spec, "--size", "T=4096")
+    rows = _predict_json(cli, "--diagram", spec, "--size", "T=4096")
     assert rows[0]["shape"]["T"] == 4096 and rows[0]["flops"] == pytest.approx(2 * 2 * 4096 * 4096 * 14336)
-    code, out, _ = run(capsys, "pseudocode", "--diagram", spec, "--kernel", "wgmma")
+    code, out, _ = cli("pseudocode", "--diagram", spec, "--kernel", "wgmma")
     assert code == 0 and "for d0 in 0..D" in out and "warpgroups" in out
-    code, out, _ = run(capsys, "tiles", "--diagram", spec, "--top", "2", "--json")
+    code, out, _ = cli("tiles", "--diagram", spec, "--top", "2", "--json")
     assert code == 0 and len(json.loads(out)[0]["ranked"]) == 2
 
 
@@ -76,10 +69,10 @@ USER_ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(USER_ERRORS))
-def test_user_diagram_errors_are_one_line(capsys, tmp_path, case):
+def test_user_diagram_errors_are_one_line(tmp_path, case, cli):
     path = tmp_path / "mine.py"
     path.write_text(USER_ERRORS[case])
-    code, out, err = run(capsys, "predict", "--diagram", f"{path}:f")
+    code, out, err = cli("predict", "--diagram", f"{path}:f")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--diagram" in err, err
 
 
@@ -96,16 +89,16 @@ def test_user_diagram_errors_are_one_line(capsys, tmp_path, case):
     (["--algo", "mlp", "--window", "8"], "not used"),
     (["--algo", "matmul", "--kernel", "wgmma", "--gpu", "a100-sxm-80gb"], "wgmma"),
 ])
-def test_diagram_options_refused_in_one_line(capsys, argv, needle):
-    code, out, err = run(capsys, "predict", *argv)
+def test_diagram_options_refused_in_one_line(argv, needle, cli):
+    code, out, err = cli("predict", *argv)
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
-def test_size_flags_reach_the_diagram(capsys):
-    row = _predict_json(capsys, "--algo", "sliding-window-attention", "--window", "256", "--seqlen", "8192",
+def test_size_flags_reach_the_diagram(cli):
+    row = _predict_json(cli, "--algo", "sliding-window-attention", "--window", "256", "--seqlen", "8192",
                         "--kv-seqlen", "8192", "--kernel", "wgmma")[0]
     assert row["shape"]["W"] == 256 and row["shape"]["N"] == 8192
-    row = _predict_json(capsys, "--algo", "attention-split-kv", "--heads", "64", "--kv-heads", "8",
+    row = _predict_json(cli, "--algo", "attention-split-kv", "--heads", "64", "--kv-heads", "8",
                         "--kernel", "mma_sync")[0]
     assert row["shape"]["g"] == 8 and row["shape"]["Hk"] == 8
 
@@ -201,10 +194,10 @@ def test_registers_past_the_cap_spill_then_refuse():
 
 
 @pytest.mark.slow
-def test_validation_page_shows_the_algorithm_peers(capsys, tmp_path):
+def test_validation_page_shows_the_algorithm_peers(tmp_path, cli):
     page = tmp_path / "v.html"
     run_file = ROOT / "validation" / "results" / "h100-sxm-2026-11-23-run1.json"
-    code, _, err = run(capsys, "validate", str(run_file), "--html", str(page))
+    code, _, err = cli("validate", str(run_file), "--html", str(page))
     assert code == 0, err
     text = page.read_text()
     assert "Algorithms as PyTorch runs them" in text and text.count("torch_matmul") >= 10

@@ -1,0 +1,49 @@
+// sm90_tiles.cuh -- warpgroup matrix products over whole SMEM tiles (wgmma m64nNk16), shared by the Hopper
+// forward and backward kernels.  Tiles of 16-bit values are stored as 64-column blocks of rows x 128
+// bytes (TMA SWIZZLE_128B boxes; 1024-byte swizzle atoms of 8 rows), so:
+//   * K-major operand (the contracted axis along the 128-byte rows): a k16 step advances 32 bytes in the
+//     row, a new column block every 4 steps; SBO = 8 rows.
+//   * MN-major operand (the contracted axis down the rows): a k16 step advances 16 rows; LBO = the
+//     distance between 64-column blocks (rows x 128 bytes), SBO = 8 rows.
+#pragma once
+#include "sm90_common.cuh"
+#include "sm90_wgmma.cuh"
+
+namespace sm90 {
+
+// D (64 x N) = A B^T over K: A the 64 rows at a_base of a K-major tile of A_ROWS rows, B the N rows at
+// b_base of a K-major tile of B_ROWS rows.  Overwrites D (scale_d 0 on the first step).
+template <int N, int K, int A_ROWS, int B_ROWS, bool BF16>
+__device__ __forceinline__ void wgmma_tile_ss(float (&d)[N / 2], u32 a_base, u32 b_base) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        const u64 da = make_desc_sw128(a_base + (kk / 4) * (A_ROWS * 128) + (kk % 4) * 32, 16, 1024);
+        const u64 db = make_desc_sw128(b_base + (kk / 4) * (B_ROWS * 128) + (kk % 4) * 32, 16, 1024);
+        wgmma_ss<N, BF16>(d, da, db, kk > 0 ? 1 : 0);
+    }
+}
+
+// D (64 x N) += A B over K: A from registers (the accumulator layout packed to 16-bit pairs, 4 x 32 bits a
+// k16 step), B an MN-major tile of K rows x N columns at b_base.
+template <int N, int K, bool BF16>
+__device__ __forceinline__ void wgmma_tile_rs(float (&d)[N / 2], const u32 (&a)[K / 4], u32 b_base) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, K * 128, 1024);
+        wgmma_rs<N, BF16>(d, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, 1);
+    }
+}
+
+// D (64 x N) = A B over K, both from SMEM and MN-major (the contracted axis down the rows of both): A the
+// 64 columns at a_base of a tile of K rows, B the N columns at b_base of a tile of K rows.  Overwrites D.
+template <int N, int K, bool BF16>
+__device__ __forceinline__ void wgmma_tile_sst(float (&d)[N / 2], u32 a_base, u32 b_base) {
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        const u64 da = make_desc_sw128(a_base + kk * 16 * 128, K * 128, 1024);
+        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, K * 128, 1024);
+        wgmma_sst<N, BF16>(d, da, db, kk > 0 ? 1 : 0);
+    }
+}
+
+}  // namespace sm90
