@@ -32,6 +32,9 @@ class Diagram:
     accumulated: tuple[str, ...] = ()  # outputs added into global memory by several blocks (atomics, fp32)
     raster_order: tuple[str, sp.Expr] | None = None  # (block-grouped axis, group): the block order (`raster`)
     buffered: tuple[tuple[str, int], ...] = ()  # (intermediate, copies) staged in SMEM more than once (`stage`)
+    # how many times the kernel runs in its program: 1, or an expression of the sizes that is 0 where the
+    # program needs no such kernel (`split(direct_when_one=True)`: no combine kernel for a single part)
+    runs: sp.Expr | None = None
 
     # ---------- structure ----------
     def __post_init__(self):
@@ -258,13 +261,27 @@ class Diagram:
         return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),),
                              buffered=buffered)
 
-    def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel") -> "Program":
+    def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel",
+              direct_when_one: bool = False) -> "Program":
         """Group `axis_name` over `parts` thread blocks and stream it within each part (split-K, split-KV): a
         partial kernel writing fp32 partials, then a combine kernel derived from each fold's combine rule
         (sum, max, log-sum-exp, online-softmax merge by LSE); `combine="atomic"` adds sums with atomics
-        instead (`diagrams.split`)."""
+        instead; `direct_when_one`: with one part the partial kernel writes the results itself and the
+        combine kernel does not run (`diagrams.split`)."""
         from .split import split
-        return split(self, axis_name, parts, chunk, stages, level, combine)
+        return split(self, axis_name, parts, chunk, stages, level, combine, direct_when_one)
+
+    def split_units(self, axis_name: str, units, unit_threads: int = 32) -> "Diagram":
+        """The register-level units split every streamed chunk of `axis_name`, each folding its own share
+        with its own state; the units' partial results are merged once after the stream, through SMEM, by
+        each fold's combine rule (`diagrams.unit_split`)."""
+        from .unit_split import split_units
+        return split_units(self, axis_name, units, unit_threads)
+
+    def fuse(self, axes, into: str) -> "Diagram":
+        """Read the adjacent axes `axes` of every array as one axis `into` (packed rows; `diagrams.reshape`)."""
+        from .reshape import fuse
+        return fuse(self, axes, into)
 
     def accumulate_global(self, array_name: str) -> "Diagram":
         """Mark output `array_name` as accumulated across thread blocks with atomic adds into global memory:

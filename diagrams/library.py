@@ -197,6 +197,27 @@ def attention_split_kv(parts="sp", block_n="Bc", stages=2, unit_threads=32, head
     return Program("attention-split-kv", prog.kernels)
 
 
+def flash_decode(parts="sp", block_n="Bc", warps="w", stages=2, rows="R", combine_rows=4, unit_threads=32,
+                 heads="H", kv_heads="Hk", batch="B", seqlen="N", kv_seqlen="M", head_dim="d",
+                 dtype="bf16") -> Program:
+    """Decode attention as a split-KV kernel with warps over the keys runs it (`attention_split_kv`'s
+    algorithm, relabeled for a few query rows): the g query heads of a KV head and the N query rows are
+    fused into g N rows, in blocks of `rows` (an m16 tile or two), so one read of K and V serves them all;
+    a thread block owns (batch, KV head, row block, part of the keys) and streams its part in chunks of
+    `block_n` through `stages` SMEM slots; its `warps` split every chunk's keys, each with its own online
+    softmax, merged by LSE through SMEM after the stream (`split_units`). Then each part's fp32 O and LSE
+    go to a combine kernel (one warp an output row, `combine_rows` rows a block), which does not run for
+    a single part: that part writes O and the LSE itself (`split(direct_when_one=True)`)."""
+    att = attention(batch, heads, seqlen, kv_seqlen, head_dim, dtype, kv_heads=kv_heads).fuse(("g", "n"), "r")
+    d = att.group("b", 1).group("hk", 1).group("r", rows).online_softmax(lse=True)
+    for x in ("Q", "K", "V"):
+        d = d.stage(x, "smem")
+    partial, combine = d._replace(name="flash-decode").split("m", parts, block_n, stages, direct_when_one=True).kernels
+    partial = partial.split_units("m", warps, unit_threads)
+    combine = combine._replace(partitions=()).group("b", 1).group("hk", 1).group("r", combine_rows)
+    return Program("flash-decode", (partial, combine.group("r", 1, "reg", unit_threads)))
+
+
 # more algorithms (their own module keeps this one short); imported last: they build on the primitives above
 from .algorithms import (chained_matmul, cross_entropy, mlp, rmsnorm_matmul,  # noqa: E402,F401
                          cross_entropy_split, rmsnorm_then_matmul, split_k_matmul)

@@ -67,37 +67,37 @@ def _check(d: Diagram, axis_name: str, combine: str) -> None:
         raise DiagramError(f"split {axis_name}: combine must be 'kernel' or 'atomic', got {combine!r}")
 
 
-def _partial_op(op: Op, rule: str | None, parts_axis, atomic: bool) -> Op:
+def _partial_op(op: Op, rule: str | None, parts_axis, atomic: bool, suffix: str = "_part") -> Op:
     """`op` as the partial kernel runs it: a fold's output gains the parts axis, in fp32."""
     if rule is None or atomic:
         return op
-    out = Array(f"{op.output.name}_part", (parts_axis, *op.output.axes), "fp32")
+    out = Array(f"{op.output.name}{suffix}", (parts_axis, *op.output.axes), "fp32")
     if rule == "softmax":  # each part writes its rows' LSE for the merge
-        return dataclasses.replace(op, output=out, lse=f"{op.lse or op.output.name + '_lse'}_part")
+        return dataclasses.replace(op, output=out, lse=f"{op.lse or op.output.name + '_lse'}{suffix}")
     return dataclasses.replace(op, output=out)
 
 
-def _combine_ops(orig: Op, partial: Op, rule: str) -> tuple[Op, ...]:
+def _combine_ops(orig: Op, partial: Op, rule: str, over: str = PARTS) -> tuple[Op, ...]:
     """The combine kernel's ops for one fold, read off its rule: from `partial`'s outputs (with the parts
-    axis, fp32) to `orig`'s (the unsplit op's output, its dtype, and its LSE if it had one)."""
+    axis `over`, fp32) to `orig`'s (the unsplit op's output, its dtype, and its LSE if it had one)."""
     from .library import softmax_ops  # the softmax composite (the library builds on diagrams)
     part, final, name = partial.output, orig.output, orig.output.name
 
     def weights(scores: Array) -> tuple[Op, ...]:  # a softmax over parts, its ops named after this fold
         return tuple(dataclasses.replace(o, name=f"{o.name}:{name}")
-                     for o in softmax_ops(scores, PARTS, f"{name}_w", "fp32", scale=False))
+                     for o in softmax_ops(scores, over, f"{name}_w", "fp32", scale=False))
     if rule in ("sum", "max"):
-        return (Reduce(f"{rule}_{PARTS}:{name}", (part,), final, axis_name=PARTS, combine=rule),)
+        return (Reduce(f"{rule}_{over}:{name}", (part,), final, axis_name=over, combine=rule),)
     lse_cost = (("exp", 1), ("fp32", 1))
     if rule == "logsumexp":
         w = weights(part)[:3]   # max, exp(x - max), sum
-        return w + (Map(f"lse_{PARTS}:{name}", (w[0].output, w[2].output), final, costs=lse_cost,
+        return w + (Map(f"lse_{over}:{name}", (w[0].output, w[2].output), final, costs=lse_cost,
                         formula="max + log(sum)", **MAX_LOG),)
     lse_part = partial.results()[1]
     w = weights(lse_part)  # exp(lse_p - max) / sum = exp(lse_p - lse)
-    ops = w + (Contraction(f"merge_{PARTS}:{name}", (w[3].output, part), final),)
+    ops = w + (Contraction(f"merge_{over}:{name}", (w[3].output, part), final),)
     if orig.lse:
-        ops += (Map(f"lse_{PARTS}:{name}", (w[0].output, w[2].output), orig.results()[1], costs=lse_cost,
+        ops += (Map(f"lse_{over}:{name}", (w[0].output, w[2].output), orig.results()[1], costs=lse_cost,
                     formula="max + log(sum)", **MAX_LOG),)
     return ops
 
@@ -118,10 +118,12 @@ def _combine_kernel(d: Diagram, ops: tuple[Op, ...], outputs: tuple[str, ...]) -
 
 
 def split(d: Diagram, axis_name: str, parts, chunk=None, stages=1, level: str = "smem",
-          combine: str = "kernel") -> Program:
+          combine: str = "kernel", direct_when_one: bool = False) -> Program:
     """The partial kernel (each of `parts` blocks folds its part of `axis_name`, streamed in chunks of
     `chunk`, whole part when None) and the combine kernel derived from the folds' rules; with
-    `combine="atomic"`, the partial kernel alone, adding into the (zeroed) output with atomics."""
+    `combine="atomic"`, the partial kernel alone, adding into the (zeroed) output with atomics.
+    `direct_when_one`: code that, given one part, writes the results from the partial kernel itself and
+    launches no combine kernel; the combine kernel then runs min(1, parts - 1) times (0 or 1)."""
     _check(d, axis_name, combine)
     parts = size_expr(parts)
     parts_axis, inner = axis(PARTS, parts), axis(axis_name, _part_size(d.axes()[axis_name], parts))
@@ -155,7 +157,10 @@ def split(d: Diagram, axis_name: str, parts, chunk=None, stages=1, level: str = 
     finals = tuple(x.name for op in folds for x in op.results()
                    if x.name in d.outputs or (x is op.output and x.name not in used))
     finals += tuple(o for o in d.outputs if o in later)
-    return Program(f"{d.name}-split-{axis_name}", (kernel, _combine_kernel(d, merge + tuple(after), finals)))
+    comb = _combine_kernel(d, merge + tuple(after), finals)
+    if direct_when_one:  # the partial kernel of a single part wrote the results (their partial dtype aside)
+        comb = dataclasses.replace(comb, runs=sp.Min(1, parts - 1))
+    return Program(f"{d.name}-split-{axis_name}", (kernel, comb))
 
 
 def _after_folds(d: Diagram, folds: list[Op], axis_name: str) -> list[Op]:

@@ -39,8 +39,9 @@ from .results import ResultRow, as_row, config_label, shape_key
 __all__ = ["OUR_KERNELS", "PEER_KERNELS", "TOP1_TOLERANCE", "MIN_GROUP", "rankdata", "spearman", "Stats",
            "RowEval", "GroupEval", "Report", "evaluate"]
 
-#: our kernels: the attention families that ship kernels (flash_sm80, flash_sm90, unfused)
-OUR_KERNELS = tuple(f.name for f in families.for_problem("attention") if f.shipped)
+#: our kernels of the attention sweep: the attention families that ship kernels (flash_sm80, flash_sm90,
+#: unfused); the decode kernel's rows belong to the algorithm phase (``algo_of``) and have tables of their own
+OUR_KERNELS = tuple(f.name for f in families.for_problem("attention") if f.shipped and not algo_of(f.name))
 TOP1_TOLERANCE = 0.05  # the model's top config counts as right within 5% of the best measured
 MIN_GROUP = 3          # configs needed in a (kernel, shape) group for rank statistics
 

@@ -121,9 +121,11 @@ def evaluate_configs(kernel: str, gpu, shape: Mapping, configs: Sequence, calibr
 
 
 def symbol_values(kernel: str, shape: Mapping, typed: Sequence) -> dict:
-    """Diagram symbol -> values: the checked shape's sizes and each typed config's tiles."""
+    """Diagram symbol -> values: the checked shape's sizes, what the launch derives from them (a family's
+    `launch_symbols`: decode's packed row tile) and each typed config's tiles."""
     fam = families.get(kernel)
-    return {**shape_symbols(fam.problem, shape, fam.shape_fields), **fam.symbol_values(typed)}
+    launch = fam.launch_symbols(shape) if fam.launch_symbols is not None else {}
+    return {**shape_symbols(fam.problem, shape, fam.shape_fields), **launch, **fam.symbol_values(typed)}
 
 
 def model_result(kernel: str, spec: GpuSpec, cal, shape: Mapping, typed: Sequence) -> dict:

@@ -32,6 +32,9 @@ class Resident:
     copies: sp.Expr          # pipeline stages
     itemsize: int
     staged_input: bool = False  # an input brought in from global memory
+    # SMEM liveness: "all" (the whole kernel), "stream" (an input streamed through the block-level loops: its
+    # ring is free once they end) or "after" (made after the streams end: it can take the ring's place)
+    phase: str = "all"
 
     @property
     def elements(self) -> sp.Expr:
@@ -59,6 +62,7 @@ class KernelCosts:
     register_operand_bytes: sp.Expr  # per unit: on-chip operands produced in registers
     reread_bytes: sp.Expr            # global bytes read again by later passes of multi-pass ops
     reread_span_per_unit: sp.Expr    # bytes one unit touches between a read and its re-read
+    runs: sp.Expr = sp.Integer(1)    # times the kernel runs in its program (0 where the program skips it)
     # the grid and what each input carries of it, for the L2 reuse model (iomodel.traffic)
     grid: list[tuple[str, sp.Expr]] = field(default_factory=list)   # block-level groups, outermost first
     input_axes: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -76,7 +80,13 @@ class KernelCosts:
                         if where == t.boundary or where in t.boundary.split("->")])
 
     def _held(self, level: str, attr: str) -> sp.Expr:
-        return sp.Add(*[getattr(r, attr) for r in self.residents if r.level == level])
+        """What the residents of `level` hold at their peak: those held all along, plus the larger of the
+        streamed inputs' ring and what is made after the streams end (it reuses the ring's SMEM)."""
+        held = [r for r in self.residents if r.level == level]
+        total = sp.Add(*[getattr(r, attr) for r in held if r.phase == "all"])
+        ring = sp.Add(*[getattr(r, attr) for r in held if r.phase == "stream"])
+        after = [getattr(r, attr) for r in held if r.phase == "after"]
+        return total + (sp.Max(ring, sp.Add(*after)) if after else ring)
 
     def bytes_at(self, boundary: str) -> sp.Expr:
         return self._moved(boundary, "nbytes")

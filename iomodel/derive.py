@@ -170,8 +170,9 @@ def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
         if d.level_of(x) == "smem":
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
-            stages = sp.Max(*([stream_stage[a] for a in carried if a in stream_stage] or [1]))
-            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), stages, x.itemsize, True))
+            streamed = [stream_stage[a] for a in carried if a in stream_stage]
+            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), sp.Max(*(streamed or [1])), x.itemsize,
+                                      True, "stream" if streamed else "all"))
             # from SMEM, every op that takes the operand loads its own fragments (the backward's Q feeds
             # S = Q K^T and dK = dS^T Q); an input read from global memory is read once for all its ops
             smem_reads = sp.Add(*[_unit_visits(nest, _space(c)) * c.passes for c in consumers]) if consumers else reads
@@ -292,7 +293,8 @@ def derive_kernel(d: Diagram, exact: bool = True) -> KernelCosts:
         input_axes={x.name: x.axis_names for x in (*d.inputs(), *_accumulated(d))},
         input_nbytes={x.name: x.nbytes() for x in (*d.inputs(), *_accumulated(d))},
         accumulated=tuple(d.accumulated),
-        input_passes={x.name: max([c.passes for c in d.consumers(x.name)], default=1) for x in d.inputs()})
+        input_passes={x.name: max([c.passes for c in d.consumers(x.name)], default=1) for x in d.inputs()},
+        runs=sp.Integer(1) if d.runs is None else sp.sympify(d.runs))
 
 
 def derive(diagram: Diagram | Program, exact: bool = True) -> ProgramCosts:

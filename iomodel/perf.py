@@ -93,6 +93,7 @@ class CompiledKernel:
             "operand_regs": costs.register_operand_bytes / (4 * costs.unit_threads),
             "reread_bytes": costs.reread_bytes,
             "reread_span": costs.reread_span_per_unit,
+            "runs": costs.runs,
         }
         for u in WORK_UNITS:
             exprs[f"work_{u}"] = costs.flops.get(u, sp.Integer(0))
@@ -272,13 +273,17 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     names = np.array([*COMPUTE_TERMS, "hbm", "l2", "sync"])
     bott = names[np.stack(np.broadcast_arrays(*(t[k] for k in names))).argmax(axis=0)]
     t["launch"] = np.full(body.shape, spec.launch_overhead_s)
-    total = body + t["launch"]
-    return {"time_s": total, "terms": t, "compute_s": compute, "memory_s": memory, "occupancy": occ,
+    # a kernel its program skips for these sizes (a combine kernel after a single part) costs nothing
+    runs = v["runs"]
+    total = (body + t["launch"]) * runs
+    t = {k: x * runs for k, x in t.items()}
+    reasons = np.where(runs > 0, reasons, "")
+    return {"time_s": total, "terms": t, "compute_s": compute * runs, "memory_s": memory * runs, "occupancy": occ,
             "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "spilled_regs": spill,
-            "smem_bytes": smem, "threads": threads, "blocks": blocks,
-            "waves": np.ceil(blocks / (spec.sm_count * occ)), "bottleneck": bott, "infeasible": reasons,
-            "work": {u: v[f"work_{u}"] for u in WORK_UNITS}, "hbm_bytes": hbm,
-            "global_bytes": v["global_bytes"]}
+            "smem_bytes": smem, "threads": threads, "blocks": blocks * runs,
+            "waves": np.ceil(blocks / (spec.sm_count * occ)) * runs, "bottleneck": bott, "infeasible": reasons,
+            "work": {u: v[f"work_{u}"] * runs for u in WORK_UNITS}, "hbm_bytes": hbm * runs,
+            "global_bytes": v["global_bytes"] * runs}
 
 
 @dataclass

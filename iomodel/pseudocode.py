@@ -183,6 +183,8 @@ class _KernelWriter:
     def held(self, op) -> str:
         """What a unit holds of a contraction's output: its fp32 tile, or its part of a tile the units
         share (an operand they read from SMEM: iomodel.registers.sharing_units)."""
+        if self.d.level_of(op.output) == "smem":   # the units add their shares into one tile in SMEM
+            return f"{self.fmt(self.nest.tile(op.output, 'smem'))} fp32 in smem, every unit adding into it"
         share = sharing_units(self.d, self.nest, op)
         words = self.fmt(self.nest.tile(op.output, "reg") / share)
         shared = f", this unit's part of the tile {self.fmt(share)} units share" if share != 1 else ""

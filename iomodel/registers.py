@@ -81,9 +81,11 @@ def op_residents(d: Diagram, nest) -> list[Resident]:
     steps = body(d, nest)
     staged = dict(d.staged)
     copies = dict(d.buffered)
+    # an intermediate made after the last step of the block-level streams lives only once they have ended
+    last_streamed = max([i for i, s in enumerate(steps) if s.depth > 0], default=len(steps))
     residents = [Resident(s.op.output.name, "smem", nest.tile(s.op.output, "smem"), copies.get(s.op.output.name, 1),
-                          s.op.output.itemsize)
-                 for s in steps if staged.get(s.op.output.name) == "smem"]
+                          s.op.output.itemsize, phase="after" if i > last_streamed else "all")
+                 for i, s in enumerate(steps) if staged.get(s.op.output.name) == "smem"]
     live = _live_ranges(d, nest, steps)
     last = len(steps) - 1
     always = [v for v in live if v.start == 0 and v.end == last]

@@ -7,6 +7,9 @@
 * ``flash_attention_backward``: dQ, dK, dV from the forward's O and LSE: family ``flash_bwd_sm80``
   (FlashAttention-2's loop nest with mma.sync) or, on Hopper, ``flash_bwd_sm90`` (wgmma + TMA,
   warp-specialized), the model's pick by default; ``deterministic=True``: dQ summed in a fixed order.
+* ``flash_attention_with_kvcache``: decoding against a KV cache (contiguous or paged, with an optional
+  append of new keys), FlashAttention's function of that name; family ``flash_decode_sm80`` (split-KV
+  with the query heads of a KV head packed into one tile, mma.sync, sm_80 and newer).
 * ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through global memory).
 * ``run(family, ...)``: any of them by its registry name (``iomodel.families``).
 
@@ -19,7 +22,8 @@ CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/ke
 """
 from __future__ import annotations
 
-__all__ = ["flash_attention", "flash_attention_backward", "attention_unfused", "run", "set_debug", "debug_enabled"]
+__all__ = ["flash_attention", "flash_attention_backward", "flash_attention_with_kvcache", "attention_unfused", "run",
+           "set_debug", "debug_enabled"]
 
 
 def _needs_grad(*ts) -> bool:
@@ -68,6 +72,16 @@ def flash_attention_backward(dout, q, k, v, out, lse, causal=False, scale=None, 
     family, config = dispatch.backward_family(q, k, v, causal, config, deterministic)
     run = dispatch.runner(family, backward=True)
     return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config, deterministic=deterministic)
+
+
+def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None, causal=True,
+                                 softmax_scale=None, num_splits=0, return_softmax_lse=False, validate=True,
+                                 config=None):
+    """Attention of q (B, N_q, H, d) against a KV cache; see ``kernels.kvcache.flash_attention_with_kvcache``."""
+    from .kvcache import flash_attention_with_kvcache as run
+
+    return run(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits,
+               return_softmax_lse, validate, config)
 
 
 def attention_unfused(q, k, v, causal=False, config=None, scale=None):

@@ -13,7 +13,10 @@ algorithms timed as peers, each row checked against a float32 reference first.
   the same check; its ``out`` and LSE come from our forward, untimed;
 * ``flash_bwd_sm90`` and ``flash_bwd_sm90_deterministic`` likewise (``kernels.flash_bwd_sm90.backward``),
   on sm_90 devices only: elsewhere they are not planned, and the results file's ``skipped_families``
-  says why (``backward_skips``), as for the forward's ``flash_sm90``.
+  says why (``backward_skips``), as for the forward's ``flash_sm90``;
+* decode, last: ``flash_decode_sm80`` (``kernels.flash_attention_with_kvcache``) and SDPA's backends
+  (``sdpa_flash_decode``, ``sdpa_cudnn_decode``, ``sdpa_efficient_decode``) over a KV cache, planned and
+  run by ``validation.decode`` (its rows of one shape timed together; ``--only decode`` runs them alone).
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
@@ -29,12 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel import families
-from iomodel.algo_peers import (BACKWARD_KERNELS, DETERMINISTIC_KERNELS, algo_flops, algo_of, algo_prediction,
-                                attention_shape, default_pass)
+from iomodel.algo_peers import (BACKWARD_KERNELS, DECODE, DETERMINISTIC_KERNELS, algo_flops, algo_of,
+                                algo_prediction, attention_shape, default_pass)
 from iomodel.results import ResultRow, config_label, shape_label
 
 from .plan import HIDDEN, TOKENS, _model_order
-from .records import TOLERANCE, new_record, record_error
+from .records import TOLERANCE, new_record, record_error, recover
 
 __all__ = ["ALGORITHMS", "MATMUL_SHAPES", "CROSS_ENTROPY_SHAPES", "MLP_SHAPES", "BACKWARD_SHAPES",
            "BACKWARD_PEERS", "BACKWARD_TOLERANCE", "AlgoRow", "algorithm_rows", "backward_skips", "run_algorithms"]
@@ -128,15 +131,21 @@ def _ours(kernel: str, shape: dict[str, Any], predictor, notes: list[str]) -> li
 
 
 def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...] | None = None,
-                   predictor=None, notes: list[str] | None = None, skip=()) -> list[AlgoRow]:
+                   predictor=None, notes: list[str] | None = None, skip=(),
+                   algos: tuple[str, ...] | None = None) -> list[AlgoRow]:
     """Every row of the algorithm phase, matmul first, then the backward shape by shape: the three SDPA
-    backends, each atomic kernel's shipped configs, each deterministic kernel's pick.  ``peers``: only
-    those kernels' rows (None: all); ``skip``: kernels left out (``backward_skips``); ``predictor``
-    (``validation.predictor.Predictor``) orders our configs and picks the deterministic ones (without
-    it: the shipped order)."""
+    backends, each atomic kernel's shipped configs, each deterministic kernel's pick; then decode
+    (``validation.decode.decode_rows``).  ``peers``: only those kernels' rows (None: all); ``skip``:
+    kernels left out (``backward_skips``); ``algos``: only those algorithms' rows (None: all;
+    ``("decode",)`` for ``--only decode``); ``predictor`` (``validation.predictor.Predictor``) orders
+    our configs and picks the deterministic ones and our decode rows' (without it: the shipped order)."""
+    from .decode import decode_rows   # here: validation.decode builds on this module
+
     notes = notes if notes is not None else []
     rows = []
     for algo, shapes in (_QUICK if quick else _FULL).items():
+        if algos is not None and algo not in algos:
+            continue
         for sizes in shapes:
             shape = _shape(algo, sizes, dtype)
             for kernel in _KERNELS[algo]:
@@ -144,6 +153,8 @@ def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, .
                     continue
                 rows += (_ours(kernel, shape, predictor, notes) if kernel in BACKWARD_KERNELS
                          else [AlgoRow(kernel, shape)])
+    if algos is None or DECODE in algos:
+        rows += decode_rows(quick, dtype, peers, predictor, notes)
     return rows
 
 
@@ -173,14 +184,6 @@ def _predict(rec: ResultRow, run, config: Any) -> None:
         rec.prediction_error = err
 
 
-def _recover(env) -> None:
-    try:
-        env.sync()
-    except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows say so
-        pass
-    env.release()
-
-
 def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
     """Make the row's inputs, check its output once, then time it; the record says how it went."""
     inputs = impl.make_inputs(rec.kernel, rec.shape, run.opts.input_sets, seed)
@@ -196,7 +199,7 @@ def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
         rec.error = f"wrong result: max_rel_err {err:.3g} >= {tol:g}"
     if rec.error:
         return
-    (outcome,) = run.env.timer.time_interleaved([fn], inputs, run.opts.rounds, on_error=lambda: _recover(run.env))
+    (outcome,) = run.env.timer.time_interleaved([fn], inputs, run.opts.rounds, on_error=lambda: recover(run.env))
     if isinstance(outcome, Exception):
         record_error(rec, outcome)
         return
@@ -207,8 +210,19 @@ def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
 
 
 def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
-    """Every algorithm row, numbered from ``first``: predict, check, time, save.  Never raises for a
-    row (its record says why it failed); the budget stops new rows as it stops the attention rows."""
+    """Every algorithm row, numbered from ``first``: predict, check, time, save; the decode rows (last
+    in the plan) by ``validation.decode.run_decode``.  Never raises for a row (its record says why it
+    failed); the budget stops new rows as it stops the attention rows."""
+    from .decode import run_decode
+
+    decode = [r for r in rows if algo_of(r.kernel) == DECODE]
+    rows = [r for r in rows if algo_of(r.kernel) != DECODE]
+    _run_rows(run, rows, first, seed)
+    run_decode(run, decode, first + len(rows), seed)
+
+
+def _run_rows(run, rows: list[AlgoRow], first: int, seed: int) -> None:
+    """The algorithm rows other than decode's, one after the other, each timed alone."""
     impl = None
     for i, row in enumerate(rows, first):
         rec = new_record(row, default_pass(row.kernel))   # "bwd" for the backward, none for matmul etc.
@@ -222,7 +236,7 @@ def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
             _check_and_time(run, impl, rec, row.config, seed + i)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: this row says so, the next one runs
             record_error(rec, exc)
-            _recover(run.env)
+            recover(run.env)
         run.env.release()
         run.rows.append(rec)
         run.log(_progress(i, run.n, rec, run.elapsed()))

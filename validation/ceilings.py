@@ -3,6 +3,8 @@
 * bf16 GEMM: ``torch.matmul`` of two random 8192 x 8192 matrices, median of
   CUDA-event timings, 2 n^3 FLOPs per product.
 * copy bandwidth: ``dst.copy_(src)`` of a 1 GiB tensor, bytes read + written.
+* read roof (the decode rows only, not part of the calibration): ``torch.sum`` of a 2 GiB float32
+  tensor, bytes read per second (``measure_read``); the results file keeps it as ``read_roof``.
 * L2 bandwidth: a CuPy kernel (``validation.microbench.L2_READ_SRC``) that re-reads an 8 MiB buffer
   (well inside L2) many times from every SM with ``ld.global.cg``; bytes read per second, median of
   CUDA-event timings after warm-up, the sums of the words read checked first.
@@ -30,7 +32,7 @@ from typing import Any, Callable
 
 from .microbench import BLOCKS_PER_SM, MICROBENCH_SRC, THREADS, UNIT_FIELDS, measure_l2, run_microbench
 
-__all__ = ["CeilingResult", "measure_ceilings", "ClockSampler", "MICROBENCH_SRC"]
+__all__ = ["CeilingResult", "measure_ceilings", "measure_read", "ClockSampler", "MICROBENCH_SRC"]
 
 
 @dataclass
@@ -168,7 +170,7 @@ def _fallback_clock_hz(torch, spec) -> tuple[float | None, str]:
     return float(spec.clock_hz), f"spec {spec.key} clock_hz (no clock could be read)"
 
 
-def _event_median_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+def _event_samples_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> list[float]:
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -179,7 +181,11 @@ def _event_median_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> 
         fn()
         e.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends))
+    return [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)]
+
+
+def _event_median_s(torch, fn: Callable[[], Any], warmup: int, repeats: int) -> float:
+    return statistics.median(_event_samples_s(torch, fn, warmup, repeats))
 
 
 def measure_gemm(torch, n: int = 8192, repeats: int = 10) -> float:
@@ -197,6 +203,26 @@ def measure_copy(torch, nbytes: int = 1 << 30, repeats: int = 10) -> float:
     dst = torch.empty_like(src)
     t = _event_median_s(torch, lambda: dst.copy_(src), warmup=3, repeats=repeats)
     return 2.0 * nbytes / t
+
+
+def measure_read(torch, nbytes: int = 2 << 30, repeats: int = 10) -> dict[str, Any]:
+    """The read roof of the decode rows: ``torch.sum`` of an ``nbytes`` float32 tensor (nothing written
+    but one scalar), median of ``repeats`` CUDA-event timings after 3 warm-ups, bytes read per second.
+    A decode kernel reads its KV cache once and writes almost nothing, so this, not the copy (read +
+    write), is the rate it can approach; the sum is checked finite, so a broken read shows."""
+    x = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32).uniform_()
+    out = torch.empty((), device="cuda", dtype=torch.float32)
+    samples = _event_samples_s(torch, lambda: torch.sum(x, dim=0, out=out), warmup=3, repeats=repeats)
+    total = float(out)
+    x = None   # the 2 GiB go back before the decode rows make their caches
+    torch.cuda.empty_cache()
+    if not 0 < total < float("inf"):
+        raise RuntimeError(f"read roof: the sum of {nbytes >> 20} MiB of uniform values is {total}")
+    t = statistics.median(samples)
+    return {"bandwidth": nbytes / t, "bytes": nbytes, "median_ms": t * 1e3, "min_ms": min(samples) * 1e3,
+            "max_ms": max(samples) * 1e3, "repeats": repeats,
+            "source": f"python -m validation: torch.sum of a {nbytes >> 20} MiB float32 tensor, median of "
+                      f"{repeats} CUDA-event timings, bytes read"}
 
 
 def _record_failure(res: CeilingResult, key: str, exc: Exception, what: str, log: Callable[[str], None]) -> None:

@@ -1,9 +1,9 @@
 """``FakeEnv``: the sweep's device on a CPU (``--dry-run``): fake ceilings, kernels, outputs and timer.
 
 The sweep is written against a small environment interface (``measure_ceilings``, ``families``,
-``peers``, ``make_inputs``, ``reference``, ``check``, ``memory_problem``, ``checking``, ``sync``,
-``release``, ``timer``); ``TorchEnv`` (validation/torch_env.py) is the real one.  This one imports
-neither torch nor the kernels, so the sweep, the JSON and the statistics can be checked anywhere.
+``peers``, ``algorithms``, ``decode``, ``make_inputs``, ``reference``, ``check``, ``memory_problem``,
+``checking``, ``sync``, ``release``, ``timer``); ``TorchEnv`` (validation/torch_env.py) is the real one.
+This one imports neither torch nor the kernels, so the sweep, the JSON and the statistics can be checked anywhere.
 """
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import contextlib
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
-from iomodel.algo_peers import algo_flops, algo_of
+from iomodel.accuracy import PEER_KERNELS
+from iomodel.algo_peers import DECODE_KERNELS, algo_flops, algo_of
 from iomodel.problems import conventional_flops
 from iomodel.results import config_dict, config_label
 
-from .plan import KernelFamily
+from .plan import SWEEP_KERNELS, KernelFamily
 from .timing import FakeTimer
 
-__all__ = ["FakeEnv", "FakeAlgorithms"]
+__all__ = ["FakeEnv", "FakeAlgorithms", "FakeDecode"]
 
 #: FLOP/s of each fake kernel at its best tiles
 _BASE_RATE = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
@@ -84,6 +84,49 @@ class FakeAlgorithms:
         return err, math.isfinite(err)
 
 
+class FakeDecode:
+    """The decode rows in a dry run (``validation.decode``): a fake read roof, and each kernel's time the
+    bytes it must move at a fixed bandwidth plus a launch (paged caches 3% slower); kernels in ``fail``
+    raise on every call (as a backend refusing the inputs), kernels in ``wrong`` are off by 5%."""
+
+    BANDWIDTH = {"flash_decode_sm80": 2.9e12, "sdpa_flash_decode": 2.3e12, "sdpa_cudnn_decode": 2.6e12,
+                 "sdpa_efficient_decode": 1.6e12}
+    LAUNCH_S = 6e-6
+
+    def __init__(self, spec, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
+        self.spec, self.fail, self.wrong = spec, set(fail), set(wrong)
+        self.made: list[tuple] = []   # (shape, pages, peers, n_sets) of every make_inputs call
+
+    def read_roof(self, quick: bool = False) -> dict[str, Any]:
+        return {"bandwidth": 0.92 * self.spec.hbm_bandwidth, "bytes": (1 if quick else 2) << 30,
+                "source": "dry run: fake number, not a measurement"}
+
+    def make_inputs(self, shape, pages, peers: bool, n_sets: int, seed: int):
+        self.made.append((dict(shape), tuple(pages), peers, n_sets))
+        return [({"shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
+
+    def reference(self, s):
+        return {"shape": s["shape"]}
+
+    def runner(self, kernel: str, config: Any = None, page_size: int | None = None) -> Callable[..., Any]:
+        from .decode import decode_bytes
+
+        def run(s):
+            if kernel in self.fail:
+                raise RuntimeError(f"fake: {kernel} does not take these inputs")
+            rate = self.BANDWIDTH[kernel] * (0.97 if page_size else 1.0)
+            return {"time_s": self.LAUNCH_S + decode_bytes(s["shape"])["total"] / rate,
+                    "err": 0.05 if kernel in self.wrong else 2e-3}
+
+        if kernel not in DECODE_KERNELS:
+            run.how = {"gqa": "enable_gqa", "mask": "fake"}
+        return run
+
+    def check(self, kernel: str, fn: Callable[..., Any], inputs, ref) -> tuple[float, bool]:
+        err = fn(*inputs[0])["err"]
+        return err, math.isfinite(err)
+
+
 class FakeEnv:
     """CPU stand-in for the GPU: fake kernels, fake outputs, a fake timer.
 
@@ -112,6 +155,8 @@ class FakeEnv:
         self.with_sm90 = with_sm90
         self.timer = FakeTimer(self._time_of, sleep_s=sleep_s)
         self.fake_algorithms = FakeAlgorithms()
+        # the decode peer of an unsupported forward peer refuses too (``sdpa_cudnn_decode`` by default)
+        self.fake_decode = FakeDecode(spec, fail=[f"{p}_decode" for p in self.unsupported_peers])
 
     def measure_ceilings(self, spec, *, quick: bool = False, log=print):
         from .ceilings import CeilingResult
@@ -135,7 +180,7 @@ class FakeEnv:
 
     def families(self) -> dict[str, KernelFamily]:
         """The registry's shipped configs of every family, with fake runners."""
-        fams = {name: KernelFamily.shipped(name, self._runner(name)) for name in OUR_KERNELS}
+        fams = {name: KernelFamily.shipped(name, self._runner(name)) for name in SWEEP_KERNELS}
         if not self.with_sm90:
             fams["flash_sm90"] = KernelFamily("flash_sm90", skip="dry run: no sm90 family")
         return fams
@@ -167,6 +212,9 @@ class FakeEnv:
 
     def algorithms(self) -> FakeAlgorithms:
         return self.fake_algorithms
+
+    def decode(self) -> FakeDecode:
+        return self.fake_decode
 
     def make_inputs(self, shape, n_sets: int, seed: int):
         return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]

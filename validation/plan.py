@@ -10,13 +10,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
+from iomodel.algo_peers import algo_of
 from iomodel.results import config_dict, config_label, shape_label
 
-__all__ = ["ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape", "default_shapes",
-           "KernelFamily", "PlannedRow", "build_plan"]
+__all__ = ["SWEEP_KERNELS", "ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape",
+           "default_shapes", "KernelFamily", "PlannedRow", "build_plan"]
 
-DEFAULT_ONLY = (*OUR_KERNELS, "peers")  # the attention sweep: what a run measures unless told
-ONLY_CHOICES = (*DEFAULT_ONLY, "algorithms")  # what ``--only`` may name (validation/algorithms.py)
+#: our attention families the attention sweep times: not those whose rows are the algorithm phase's
+#: (flash_decode_sm80 takes the attention form but runs on a KV cache: validation/decode.py)
+SWEEP_KERNELS = tuple(k for k in OUR_KERNELS if algo_of(k) is None)
+DEFAULT_ONLY = (*SWEEP_KERNELS, "peers")  # the attention sweep: what a run measures unless told
+# what ``--only`` may name: the algorithm phase (validation/algorithms.py), or its decode rows alone
+# (validation/decode.py)
+ONLY_CHOICES = (*DEFAULT_ONLY, "algorithms", "decode")
 SWEEP_N = 4096          # every shipped config is timed at this sequence length
 TOKENS = 16384          # B * N
 HIDDEN = 2048           # H * d
@@ -125,7 +131,7 @@ def build_plan(
     notes = notes if notes is not None else []
     rows: list[PlannedRow] = []
     for shape in map(dict, shapes):
-        for kname in OUR_KERNELS:
+        for kname in SWEEP_KERNELS:
             fam = families.get(kname)
             if kname in only and fam is not None and not fam.skip:
                 rows += _family_rows(fam, shape, predictor, sweep_n, notes)

@@ -14,7 +14,7 @@ from iomodel.results import ResultRow, config_dict, jsonable
 
 from .timing import TimingOutcome
 
-__all__ = ["TOLERANCE", "NOT_TIMED", "short_error", "new_record", "unrun_record", "fill_prediction",
+__all__ = ["TOLERANCE", "NOT_TIMED", "recover", "short_error", "new_record", "unrun_record", "fill_prediction",
            "record_error", "fill_timing", "progress_line", "calibration_from_ceilings", "device_slug",
            "RESULTS_DIR", "default_out_path", "default_calibration_out", "owned_folder"]
 
@@ -136,3 +136,13 @@ def default_calibration_out(out: Any, key: str) -> Path:
         return Path(base) / f"calibration-{key}.toml"
     out = Path(out)
     return out.with_name(out.stem + f".calibration-{key}.toml")
+
+
+def recover(env) -> None:
+    """After a row's failure: synchronise (a sticky CUDA error is the next rows' to report) and free the
+    environment's cached inputs."""
+    try:
+        env.sync()
+    except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows say so
+        pass
+    env.release()

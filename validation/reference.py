@@ -37,3 +37,16 @@ def attention_reference(q, k, v, causal: bool = False, scale: float | None = Non
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     return out, lse
+
+
+def relative_error(torch, out, ref) -> tuple[float, bool]:
+    """(max |out - ref| / max |ref|, whether `out` is all finite); `out` may be a tuple led by the output.
+    A shape other than the reference's raises ValueError."""
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValueError(f"output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    o = out.float()
+    if not bool(torch.isfinite(o).all()):
+        return float("nan"), False
+    return float((o - ref).abs().max()) / max(float(ref.abs().max()), 1e-30), True

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from iomodel.algo_peers import DECODE
 from iomodel.files import OutputError
 from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
 
 from .algorithms import ALGORITHMS, algorithm_rows, backward_skips, run_algorithms
 from .plan import DEFAULT_ONLY, PlannedRow, build_plan, default_shapes
 from .predictor import Predictor
-from .records import (NOT_TIMED, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
+from .records import (NOT_TIMED, recover, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
                       fill_timing, new_record, owned_folder, progress_line, record_error, short_error,
                       unrun_record)
 
@@ -148,15 +149,17 @@ def _calibrate(run: _Run):
 
 
 def _plan_algorithms(run: _Run) -> list:
-    """The algorithm phase's rows; our backward kernels this device cannot run (the wgmma ones off
-    sm_90) are left out and listed in ``skipped_families``, as the attention sweep's families are."""
+    """The algorithm phase's rows (``--only decode`` without ``algorithms``: its decode rows alone); our
+    backward kernels this device cannot run (the wgmma ones off sm_90) are left out and listed in
+    ``skipped_families``, as the attention sweep's families are."""
     opts, results = run.opts, run.results
-    skip = backward_skips(run.env.compute_capability, opts.algo_peers)
+    algos = None if ALGORITHMS in opts.only else (DECODE,)
+    skip = backward_skips(run.env.compute_capability, opts.algo_peers) if algos is None else {}
     for name, why in skip.items():
         results["skipped_families"][name] = why
         run.log(f"skipping {name}: {why}")
     return algorithm_rows(opts.quick, peers=opts.algo_peers, predictor=run.predictor, notes=results["notes"],
-                          skip=skip)
+                          skip=skip, algos=algos)
 
 
 def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
@@ -171,23 +174,14 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.algo_rows = _plan_algorithms(run) if ALGORITHMS in opts.only else []
+    run.algo_rows = _plan_algorithms(run) if ALGORITHMS in opts.only or DECODE in opts.only else []
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
-    run.log(f"{run.n} rows over {len(shapes)} shapes  [{run.elapsed():.0f}s]")
+    where = f" over {len(shapes)} shapes" if plan else ""   # --only algorithms or decode: no attention shape
+    run.log(f"{run.n} rows{where}  [{run.elapsed():.0f}s]")
     return plan
 
 
 # --------------------------------------------------------------------------- one row's check
-
-def _recover(env) -> None:
-    """After an exception on the device: surface a pending asynchronous error
-    (and swallow it) and give cached memory back."""
-    try:
-        env.sync()
-    except Exception:  # noqa: BLE001 - a sticky CUDA error; the next rows will say so
-        pass
-    env.release()
-
 
 def row_callable(row: PlannedRow, run: Callable[..., Any]) -> Callable[..., Any]:
     """``fn(q, k, v)`` running this row's kernel (with its config) on one input set."""
@@ -233,7 +227,7 @@ def check_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any],
         rec.error = _check_problem(env, rec, fn, inputs, ref)
     except Exception as exc:  # noqa: BLE001 - one bad config must not end the sweep
         record_error(rec, exc)
-        _recover(env)
+        recover(env)
         return rec, None
     if rec.error:
         return rec, None
@@ -253,7 +247,7 @@ def _inputs(run: _Run, group: list[tuple[int, PlannedRow]], seed: int):
         return inputs, ref
     except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the shape's rows say so, the next shape runs
         why = f"could not make inputs/reference: {short_error(exc)}"
-        _recover(run.env)
+        recover(run.env)
         for i, row in group:
             run.add(unrun_record(row, why), i)
         run.save()
@@ -290,9 +284,9 @@ def _time_shape(run: _Run, to_time: list[tuple[int, ResultRow, Any]], inputs) ->
         return
     try:
         outcomes = run.env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, run.opts.rounds,
-                                                  on_error=lambda: _recover(run.env))
+                                                  on_error=lambda: recover(run.env))
     except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the shape says so
-        _recover(run.env)
+        recover(run.env)
         outcomes = [exc] * len(to_time)
     for (i, rec, _fn), outcome in zip(to_time, outcomes):
         fill_timing(rec, outcome)

@@ -5,6 +5,11 @@ every callable's repeats in ``rounds`` rounds, each round a share of every
 callable's calls, so a slow drift of clock or temperature over the run falls
 on all of them alike instead of on whichever ran last.
 
+With ``queue_ahead`` (the decode rows: kernels of a few microseconds, whose Python call may take
+longer than the GPU does), each callable's share of a round waits behind a GPU sleep
+(``torch.cuda._sleep``) long enough for the CPU to queue the whole share first, so every event pair
+times the GPU's work on a full queue, not the CPU's launch overhead.
+
 Nothing here imports torch at module import time; ``CudaEventTimer`` imports it
 when constructed.
 """
@@ -35,9 +40,11 @@ class Timing:
     input_sets: int
     rounds: int = 1
     interleaved: bool = False
+    queued_ahead: bool = False          # each share launched behind a GPU sleep (``queue_ahead``)
+    launch_cpu_s: float | None = None   # median CPU time of one call's launch (measured when queued ahead)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "median_ms": self.median_s * 1e3,
             "min_ms": self.min_s * 1e3,
             "max_ms": self.max_s * 1e3,
@@ -46,6 +53,10 @@ class Timing:
             "interleaved": self.interleaved,
             "rounds": self.rounds,
         }
+        if self.queued_ahead:   # only then: the rows of earlier runs keep their keys
+            out["queued_ahead"] = True
+            out["launch_cpu_ms"] = self.launch_cpu_s * 1e3 if self.launch_cpu_s is not None else None
+        return out
 
 
 #: what ``time_interleaved`` gives for each callable: its Timing, or the
@@ -85,8 +96,10 @@ def round_order(n: int, r: int) -> list[int]:
 
 
 def _outcomes(failed: Sequence[Exception | None], samples: Sequence[Sequence[float]], input_sets: int,
-              rounds: int) -> list[TimingOutcome]:
+              rounds: int, queued_ahead: bool = False,
+              launch_cpu: Sequence[float | None] | None = None) -> list[TimingOutcome]:
     """Each callable's exception, or the Timing of its samples."""
+    cpu = launch_cpu or [None] * len(samples)
     return [exc if exc is not None else Timing(
         median_s=statistics.median(s),
         min_s=min(s),
@@ -95,7 +108,9 @@ def _outcomes(failed: Sequence[Exception | None], samples: Sequence[Sequence[flo
         input_sets=input_sets,
         rounds=rounds,
         interleaved=rounds > 1 and len(samples) > 1,
-    ) for exc, s in zip(failed, samples)]
+        queued_ahead=queued_ahead,
+        launch_cpu_s=c,
+    ) for exc, s, c in zip(failed, samples, cpu)]
 
 
 def _check_args(inputs: Sequence[Sequence[Any]], rounds: int) -> None:
@@ -121,11 +136,12 @@ class _EventRun:
     runs), repeats and samples, and the call counter that rotates the input sets over all callables."""
 
     def __init__(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
-                 on_error: Callable[[], None] | None):
-        self.fns, self.inputs, self.on_error = fns, inputs, on_error
+                 on_error: Callable[[], None] | None, queue_ahead: bool = False):
+        self.fns, self.inputs, self.on_error, self.queue_ahead = fns, inputs, on_error, queue_ahead
         self.failed: list[Exception | None] = [None] * len(fns)
         self.repeats = [0] * len(fns)
         self.samples: list[list[float]] = [[] for _ in fns]
+        self.cpu_s: list[float | None] = [None] * len(fns)   # CPU seconds one call takes to launch
         self.call = 1  # the estimate used set 0
 
 
@@ -151,6 +167,7 @@ class CudaEventTimer(_Timer):
         self.min_repeats = min_repeats
         self.max_repeats = max_repeats
         self.target_s = target_s
+        self._sleep_hz: float | None = None   # cycles of ``torch.cuda._sleep`` per second, measured once
 
     def _recover(self, on_error: Callable[[], None] | None) -> None:
         if on_error is not None:
@@ -169,13 +186,19 @@ class CudaEventTimer(_Timer):
         """Warm up callable ``j``, time one call of it, and choose its repeats from that."""
         torch, fn, inputs = self.torch, run.fns[j], run.inputs
         try:
+            cpu = []
             for i in range(self.warmup):
+                c0 = time.perf_counter()
                 fn(*inputs[i % len(inputs)])
+                cpu.append(time.perf_counter() - c0)
             torch.cuda.synchronize()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
+            c0 = time.perf_counter()
             fn(*inputs[0])
+            cpu.append(time.perf_counter() - c0)   # its launch alone: the GPU runs on after it returns
+            run.cpu_s[j] = statistics.median(cpu)
             end.record()
             torch.cuda.synchronize()
             est = start.elapsed_time(end) / 1e3
@@ -185,13 +208,34 @@ class CudaEventTimer(_Timer):
         except Exception as exc:  # noqa: BLE001 - one bad callable must not stop the others
             self._fail(run, j, exc)
 
+    def _sleep_rate(self) -> float:
+        """Cycles per second of ``torch.cuda._sleep`` (the SM clock it spins on), timed once."""
+        if self._sleep_hz is None:
+            cuda, cycles = self.torch.cuda, 1 << 22
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            cuda._sleep(cycles)
+            end.record()
+            cuda.synchronize()
+            self._sleep_hz = cycles / max(start.elapsed_time(end) / 1e3, 1e-6)
+        return self._sleep_hz
+
+    def _hold_gpu(self, run: _EventRun, j: int, calls: int) -> None:
+        """Put a GPU sleep ahead of ``calls`` calls of callable ``j``: twice the CPU time they take to
+        launch (room for a clock slower than the one the sleep was timed at), plus 50 us, at most 0.2 s;
+        the timed calls then find the GPU busy with the calls queued before them, never idle."""
+        seconds = min(0.2, 2.0 * calls * (run.cpu_s[j] or 0.0) + 50e-6)
+        self.torch.cuda._sleep(int(seconds * self._sleep_rate()))
+
     def _launch_share(self, run: _EventRun, j: int, share: int) -> tuple[list, list] | None:
-        """Queue callable ``j``'s lead-in and ``share`` timed calls of a round: their start and end
-        events, or None when it raised."""
+        """Queue callable ``j``'s lead-in and ``share`` timed calls of a round (behind a GPU sleep with
+        ``queue_ahead``): their start and end events, or None when it raised."""
         torch, fn, inputs = self.torch, run.fns[j], run.inputs
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
         try:
+            if run.queue_ahead:
+                self._hold_gpu(run, j, self.lead_in + share)
             # untimed lead-in calls: the first timed call then neither starts on an idle GPU
             # (after the round's synchronize) nor right at the switch from another kernel
             for _ in range(self.lead_in):
@@ -219,15 +263,17 @@ class CudaEventTimer(_Timer):
                 self._fail(run, j, exc)
 
     def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
-                         rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
+                         rounds: int = 5, *, on_error: Callable[[], None] | None = None,
+                         queue_ahead: bool = False) -> list[TimingOutcome]:
         """Time every callable: warm-up and estimate each, choose each one's
         repeats, then ``rounds`` rounds in which each runs its share of them
         back to back, with one synchronize per round.  Median over all of a
         callable's samples.  A callable that raises gets its exception in the
         result and leaves the later rounds; ``on_error`` runs after each such
-        exception (default: a guarded synchronize)."""
+        exception (default: a guarded synchronize).  ``queue_ahead``: each share
+        waits behind a GPU sleep while the CPU queues it (module docstring)."""
         _check_args(inputs, rounds)
-        run = _EventRun(fns, inputs, on_error)
+        run = _EventRun(fns, inputs, on_error, queue_ahead)
         for j in range(len(fns)):
             self._estimate_repeats(run, j, rounds)
         for r in range(rounds):
@@ -240,7 +286,8 @@ class CudaEventTimer(_Timer):
                     pending.append((j, *events))
             if pending:
                 self._collect_round(run, pending)
-        return _outcomes(run.failed, run.samples, len(inputs), rounds)
+        return _outcomes(run.failed, run.samples, len(inputs), rounds, queue_ahead,
+                         run.cpu_s if queue_ahead else None)
 
 
 class FakeTimer(_Timer):
@@ -257,9 +304,11 @@ class FakeTimer(_Timer):
         self.sleep_s = sleep_s
 
     def time_interleaved(self, fns: Sequence[Callable[..., Any]], inputs: Sequence[Sequence[Any]],
-                         rounds: int = 5, *, on_error: Callable[[], None] | None = None) -> list[TimingOutcome]:
+                         rounds: int = 5, *, on_error: Callable[[], None] | None = None,
+                         queue_ahead: bool = False) -> list[TimingOutcome]:
         """The same rounds, order, input rotation and error handling as
-        ``CudaEventTimer.time_interleaved``, with ``repeats`` calls per callable."""
+        ``CudaEventTimer.time_interleaved``, with ``repeats`` calls per callable (``queue_ahead`` is
+        only recorded: a fake launch costs nothing)."""
         _check_args(inputs, rounds)
         n_sets = len(inputs)
         out: list[Exception | None] = [None] * len(fns)
@@ -286,4 +335,4 @@ class FakeTimer(_Timer):
                         on_error()
         if self.sleep_s:
             time.sleep(self.sleep_s * len(fns))
-        return _outcomes(out, samples, n_sets, rounds)
+        return _outcomes(out, samples, n_sets, rounds, queue_ahead)

@@ -11,7 +11,7 @@ from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS
 from iomodel.boundary import UsageError
 
-from .plan import KernelFamily
+from .plan import SWEEP_KERNELS, KernelFamily
 from .records import short_error
 
 __all__ = ["TorchEnv"]
@@ -55,12 +55,12 @@ class TorchEnv:
             from kernels import run
         except Exception as exc:  # noqa: BLE001 - a broken kernels package skips our families, not the peers
             why = f"import kernels failed: {short_error(exc)}"
-            return {name: KernelFamily(name, skip=why) for name in OUR_KERNELS}
-        fams = {name: KernelFamily.shipped(name, _runner(run, name)) for name in OUR_KERNELS}
+            return {name: KernelFamily(name, skip=why) for name in SWEEP_KERNELS}
+        fams = {name: KernelFamily.shipped(name, _runner(run, name)) for name in SWEEP_KERNELS}
         from kernels.dispatch import runs_here
 
         major, minor = self.compute_capability
-        for name in OUR_KERNELS:
+        for name in SWEEP_KERNELS:
             if not runs_here(name, (major, minor)):
                 fams[name] = KernelFamily(name, skip=f"needs sm_90a; this device is sm_{major}{minor}")
         return fams
@@ -75,6 +75,12 @@ class TorchEnv:
         from .algo_torch import TorchAlgorithms
 
         return TorchAlgorithms(self.torch)
+
+    def decode(self):
+        """The decode rows (validation/decode.py): KV caches, our kernel and SDPA's, the read roof."""
+        from .decode_torch import TorchDecode
+
+        return TorchDecode(self.torch)
 
     def make_inputs(self, shape, n_sets: int, seed: int):
         """``n_sets`` (q, k, v) of standard normal values, drawn in float32 then cast."""
@@ -97,17 +103,9 @@ class TorchEnv:
 
     def check(self, out, ref) -> tuple[float, bool]:
         """(max |out - ref| / max |ref|, whether the output is all finite)."""
-        torch = self.torch
-        if isinstance(out, (tuple, list)):
-            out = out[0]
-        if tuple(out.shape) != tuple(ref.shape):
-            raise ValueError(f"output shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
-        o = out.float()
-        if not bool(torch.isfinite(o).all()):
-            return float("nan"), False
-        denom = float(ref.abs().max())
-        err = float((o - ref).abs().max()) / max(denom, 1e-30)
-        return err, True
+        from .reference import relative_error
+
+        return relative_error(self.torch, out, ref)
 
     def memory_problem(self, kernel: str, shape) -> str | None:
         """Why the row cannot run in the free memory (what the family's kernel allocates for itself,

@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 
 from .diagram_args import USER_ALGO, diagram_families, is_diagram_algo
-from .problem import (ALGO_FAMILIES, FLASH, MATMUL_SIZES, calibration_for, checked, is_causal, is_gqa, problem,
-                      refuse_gpu_options, uses_diagram)
+from .problem import (ALGO_FAMILIES, DECODE_ALGOS, FLASH, MATMUL_SIZES, calibration_for, checked, is_causal, is_gqa,
+                      problem, refuse_gpu_options, uses_diagram)
 from .reports import PAGE_FORMATS
 
 DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
@@ -53,7 +53,7 @@ def _values_for(args, spec, cal) -> dict:
         vals = {"a": vals.pop("Ma"), "b": vals.pop("Kb"), "c": vals.pop("Nc"), **vals}
     if args.algo == "softmax":
         vals = {"n": vals.pop("R"), "m": vals.pop("C"), **vals}
-    if not is_gqa(args):
+    if not is_gqa(args) and args.algo not in DECODE_ALGOS:   # the decode diagram always packs a KV head's g heads
         vals.pop("Hk", None), vals.pop("g", None)
     return {k: int(v[0]) if hasattr(v, "__len__") else int(v) for k, v in vals.items()}
 

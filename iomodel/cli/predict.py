@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..boundary import UsageError
-from .problem import ALGO_FAMILIES, calibration_for, checked, families_for, problem
+from .problem import ALGO_FAMILIES, FLASH, calibration_for, checked, families_for, problem
 from .reports import print_json
 
 
@@ -100,7 +100,6 @@ def _predictions(args, spec, shape, cal) -> list:
 
 
 def cmd_predict(args) -> int:
-    from .. import families
     from ..hardware import resolve_gpu
     from ..peers import peer_prediction
 
@@ -115,7 +114,7 @@ def cmd_predict(args) -> int:
         return 0
     for pred, n in results:
         print(describe_prediction(pred, spec, n))
-    if families.get(results[0][0].kernel).problem == "attention" and results[0][0].kernel.startswith("flash"):
+    if results[0][0].kernel in FLASH:   # the forward families the peer (FlashAttention-2's forward) is one of
         peer = peer_prediction("sdpa_flash", spec, results[0][0].shape, cal)  # a forward peer: not the backward's
         if peer is not None:
             print(f"peer FlashAttention-2 (its stated tiles {peer.config.as_dict()}): predicted {peer.tflops:.1f} TFLOP/s, "

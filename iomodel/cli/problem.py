@@ -15,13 +15,15 @@ from .diagram_args import (DIAGRAM_ALGOS, FLAG_SYMBOLS, STYLE_NAMES, USER_ALGO, 
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
 BACKWARD_ALGOS = ("flash-attention-backward",)   # our kernels of the backward (the diagram's: attention-backward)
-ALGOS = (*ATTENTION_ALGOS, *BACKWARD_ALGOS, *DIAGRAM_ALGOS, "softmax")
+DECODE_ALGOS = ("flash-decode",)   # our decode kernel (the diagram's: attention-split-kv)
+ALGOS = (*ATTENTION_ALGOS, *BACKWARD_ALGOS, *DECODE_ALGOS, *DIAGRAM_ALGOS, "softmax")
 FLASH = ("flash_sm80", "flash_sm90")
+DECODE = ("flash_decode_sm80",)
 BACKWARD = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic", "flash_bwd_sm90", "flash_bwd_sm90_deterministic")
 # the algorithms whose shape takes a causal mask from --causal (flash-attention-causal is one already)
-CAUSAL_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", *BACKWARD_ALGOS)
+CAUSAL_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", *BACKWARD_ALGOS, *DECODE_ALGOS)
 ALGO_FAMILIES = {"flash-attention": FLASH, "flash-attention-causal": FLASH, "gqa": FLASH,
-                 "flash-attention-backward": BACKWARD,
+                 "flash-attention-backward": BACKWARD, "flash-decode": DECODE,
                  "attention-unfused": ("unfused",), "softmax": ("softmax",),
                  **{a: STYLE_NAMES for a in (*DIAGRAM_ALGOS, USER_ALGO)},
                  "matmul": ("matmul_sm80", *STYLE_NAMES)}   # our matmul kernel, and the diagram in each style
@@ -32,9 +34,10 @@ SIZES = {
     "batch": ("--batch", 4, "batch B"),
     "heads": ("--heads", 16, "query heads H"),
     "kv_heads": ("--kv-heads", None, "K/V heads H_kv for grouped-query attention (default: heads; heads/4 "
-                                     "for --algo gqa)"),
-    "seqlen": ("--seqlen", 4096, "query length N_q"),
-    "kv_seqlen": ("--kv-seqlen", None, "key length N_k; the columns of a softmax (default: seqlen)"),
+                                     "for --algo gqa and flash-decode)"),
+    "seqlen": ("--seqlen", 4096, "query length N_q (--algo flash-decode: 1)"),
+    "kv_seqlen": ("--kv-seqlen", None, "key length N_k; the columns of a softmax (default: seqlen; 8192 for "
+                                       "--algo flash-decode)"),
     "head_dim": ("--head-dim", 128, "head dim d"),
     "m": ("--m", 8192, "matmul rows M"),
     "n": ("--n", 8192, "matmul columns N"),
@@ -43,11 +46,13 @@ SIZES = {
 }
 ATTENTION_SIZES = ("batch", "heads", "kv_heads", "seqlen", "kv_seqlen", "head_dim")
 MATMUL_SIZES = ("m", "n", "k")
-ALGO_SIZES = {**{a: ATTENTION_SIZES for a in (*ATTENTION_ALGOS, *BACKWARD_ALGOS)},
+ALGO_SIZES = {**{a: ATTENTION_SIZES for a in (*ATTENTION_ALGOS, *BACKWARD_ALGOS, *DECODE_ALGOS)},
               **{a: tuple(FLAG_SYMBOLS.get(a, {})) for a in (*DIAGRAM_ALGOS, USER_ALGO)},
               "softmax": ("batch", "heads", "seqlen", "kv_seqlen")}   # rows = B * H * N_q, columns = N_k
 # the options that depend on the GPU; --symbolic pseudocode reads none of them
 GPU_OPTIONS = {"gpu": ("--gpu", DEFAULT_GPU), "dtype": ("--dtype", "bf16"), "calibration": ("--calibration", "auto")}
+# sizes whose default depends on the algorithm: a decode is a few query rows over a long cache
+ALGO_DEFAULTS = {"seqlen": {"flash-decode": 1}, "kv_seqlen": {"flash-decode": 8192}}
 
 
 def _shown(default) -> str:
@@ -138,7 +143,7 @@ def checked(args, reads_sizes=None, default_algo: str = ALGOS[0]) -> argparse.Na
             setattr(args, dest, default)
     for dest in SIZES:
         if hasattr(args, dest) and getattr(args, dest) is None:
-            setattr(args, dest, SIZES[dest][1])
+            setattr(args, dest, ALGO_DEFAULTS.get(dest, {}).get(algo, SIZES[dest][1]))
     return args
 
 
@@ -159,7 +164,7 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
     if args.algo == "softmax":
         return fams, dict(rows=args.batch * args.heads * args.seqlen, cols=args.kv_seqlen or args.seqlen,
                           dtype=args.dtype)
-    kv = args.kv_heads or (max(1, args.heads // 4) if args.algo == "gqa" else args.heads)
+    kv = args.kv_heads or (max(1, args.heads // 4) if args.algo in ("gqa", *DECODE_ALGOS) else args.heads)
     if args.heads % kv:
         raise UsageError(f"--heads ({args.heads}) must be a multiple of --kv-heads ({kv})")
     return fams, dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from ..errors import ModelError
 from ..names import suggest
-from . import flash_bwd_sm80, flash_bwd_sm90, flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
+from . import flash_bwd_sm80, flash_bwd_sm90, flash_decode_sm80, flash_sm80, flash_sm90, matmul_sm80, softmax, unfused
 from .base import Family, TileConfig
 
 __all__ = ["Family", "TileConfig", "FAMILIES", "get", "register", "for_problem", "suggest"]
 
-_MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax, flash_bwd_sm80, flash_bwd_sm90)
+_MODULES = (flash_sm80, flash_sm90, unfused, matmul_sm80, softmax, flash_bwd_sm80, flash_bwd_sm90, flash_decode_sm80)
 FAMILIES: dict[str, Family] = {f.name: f for m in _MODULES for f in getattr(m, "FAMILIES", (m.FAMILY,))}
 
 

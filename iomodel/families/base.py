@@ -71,6 +71,7 @@ class Family:
     dtypes: tuple[str, ...] = DTYPES
     kernel_plans: Mapping[str, ExecutionPlan] = field(default_factory=dict)  # kernel name -> plan where it differs
     derived_symbols: Callable[[list], dict] | None = None  # configs -> {symbol: values} the code derives
+    launch_symbols: Callable[[Mapping], dict] | None = None  # checked shape -> {symbol: value} the launch derives
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it
     # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
     workspace_bytes: Callable[[Mapping], float] | None = None

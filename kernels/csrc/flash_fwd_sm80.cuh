@@ -196,36 +196,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // ---- online softmax (exp2, scale folded into the exponent) ----------
         // P leaves here already packed to 16 bit: KP x 4 registers per m-tile.
         u32 pa[MT][KP][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-                float mx = row_max[mt][hh];
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-                const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
-                row_max[mt][hh] = mx;
-                float rs = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
-                    const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
-                    rs += p0 + p1;
-                    // A-operand fragment of P for k16 step nt/2 (see m16n8k16 layouts)
-                    pa[mt][nt >> 1][(nt & 1) * 2 + hh] = E::pack(p0, p1);
-                }
-                row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    acc_o[mt][dt][2 * hh] *= corr;
-                    acc_o[mt][dt][2 * hh + 1] *= corr;
-                }
-            }
-        }
+        online_softmax<T, MT, NT, DT>(s, row_max, row_sum, acc_o, pa, scale_log2);
 
         // V_j has landed (newer in flight: K_{j+1}..K_{j+STAGES-1}, V_{j+1}..V_{j+STAGES-1}).
         cp_async_wait<2 * STAGES - 2>();

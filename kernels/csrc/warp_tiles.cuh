@@ -65,6 +65,41 @@ __device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a
     }
 }
 
+// One online-softmax step over a warp's S tiles (exp2, the scale folded into the exponent): the running max
+// and sum of each of its rows rescaled, the O accumulator rescaled, P packed as the A fragments of P V.
+// A row whose max is still -inf (nothing seen) keeps max -inf and contributes zeros.
+template <class T, int MT, int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
+                                             float (&acc)[MT][DT][4], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            float mx = row_max[mt][hh];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+            const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
+            row_max[mt][hh] = mx;
+            float rs = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
+                const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
+                rs += p0 + p1;
+                pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
+            }
+            row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                acc[mt][dt][2 * hh] *= corr;
+                acc[mt][dt][2 * hh + 1] *= corr;
+            }
+        }
+}
+
 template <int R, int N>
 __device__ __forceinline__ void zero(float (&x)[R][N][4]) {
 #pragma unroll

@@ -16,7 +16,7 @@ ATTENTION = dict(B=2, H=16, N_q=4096, d=128, causal=False, dtype="bf16")
 def test_registry_lists_each_family_once_with_its_architecture_in_the_name():
     assert set(families.FAMILIES) == {"flash_sm80", "flash_sm90", "unfused", "matmul_sm80", "softmax",
                                       "flash_bwd_sm80", "flash_bwd_sm80_deterministic", "flash_bwd_sm90",
-                                      "flash_bwd_sm90_deterministic"}
+                                      "flash_bwd_sm90_deterministic", "flash_decode_sm80"}
     for name, fam in families.FAMILIES.items():
         assert isinstance(fam, Family) and fam.name == name
         assert issubclass(fam.config_type, TileConfig)

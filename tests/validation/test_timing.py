@@ -143,6 +143,40 @@ def test_timer_failure_of_one_callable_spares_the_others(timer_kind):
         t(bad, _random_sets())
 
 
+class _SleepyCuda(_FakeCuda):
+    """A fake device whose ``_sleep`` spins the clock (1 GHz) and counts where it falls in the calls."""
+
+    def __init__(self, dev: _Drift):
+        super().__init__(dev)
+        self.sleeps = []   # (calls made before the sleep, seconds slept)
+
+    def _sleep(self, cycles):
+        self.sleeps.append((self.dev.calls, cycles / 1e9))
+        self.dev.now += cycles / 1e9
+
+
+def test_queue_ahead_puts_a_gpu_sleep_before_each_share():
+    """queue_ahead: one calibrating sleep, then one sleep ahead of each callable's share of every round,
+    long enough for the share's launches; the sleeps fall outside the timed calls, and the timings say
+    they were queued ahead, with the CPU time of a launch."""
+    from validation.timing import CudaEventTimer
+
+    dev = _Drift(per_call=0.0)
+    cuda = _SleepyCuda(dev)
+    t = CudaEventTimer(torch=SimpleNamespace(cuda=cuda), warmup=3, min_repeats=20, max_repeats=20)
+    res = t.time_interleaved([dev.fn(), dev.fn()], _random_sets(), 4, queue_ahead=True)
+    assert len(cuda.sleeps) == 1 + 2 * 4
+    assert t._sleep_hz == pytest.approx(1e9)                   # measured once, on the fake 1 GHz clock
+    assert all(50e-6 <= secs <= 0.2 for _calls, secs in cuda.sleeps[1:])
+    assert all(r.median_s == pytest.approx(1e-3) for r in res)   # the sleeps are not in the samples
+    for r in res:
+        d = r.as_dict()
+        assert d["queued_ahead"] is True and d["launch_cpu_ms"] >= 0 and r.launch_cpu_s is not None
+    plain = CudaEventTimer(torch=SimpleNamespace(cuda=_SleepyCuda(dev)), min_repeats=20, max_repeats=20)
+    (r,) = plain.time_interleaved([dev.fn()], _random_sets(), 2)
+    assert "queued_ahead" not in r.as_dict() and "launch_cpu_ms" not in r.as_dict()   # rows as before
+
+
 def test_clock_sampler_with_fake_nvidia_smi(tmp_path, monkeypatch):
     from validation.ceilings import ClockSampler
 
