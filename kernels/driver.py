@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import runtime
 
 __all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "kernel", "launch",
-           "tensor_map", "current_stream", "ptr", "strides", "Prepared", "memset32"]
+           "tensor_map", "current_stream", "ptr", "strides", "Prepared"]
 
 vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
 
@@ -43,7 +43,6 @@ class _Driver:
         L.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
         L.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         L.cuFuncSetAttribute.argtypes = [vp, i32, i32]
-        L.cuMemsetD32Async.argtypes = [u64, u32, ctypes.c_size_t, vp]
         L.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)]
         L.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
                                              ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
@@ -196,14 +195,6 @@ def launch(k: Kernel, grid: tuple, block: tuple, args: list, smem: int, stream=N
     drv.use_device(k.device)
     drv.launch(k.fn, grid, block, smem, stream.cuda_stream, args)
     runtime.debug_sync(stream.synchronize, k.name, grid, block, smem)
-
-
-def memset32(index: int, ptr_: int, value: int, count: int, stream) -> None:
-    """Set `count` 32-bit words at device address `ptr_` (device `index`) to `value`, in order on `stream`
-    (a torch stream)."""
-    drv = _get()
-    drv.use_device(index)
-    drv.check(drv.lib.cuMemsetD32Async(ptr_, value, count, stream.cuda_stream), "cuMemsetD32Async")
 
 
 class Prepared:

@@ -93,6 +93,7 @@ class DecodeLaunch:
         self.n_rows = B * H * N_q
         grid = (cfg.parts, call.H_kv * row_blocks(packed), B)
         self.groups = grid[1] * B          # arrival counters: one a (batch, KV head, row block)
+        self._streams, self._captured = {}, []
         self.main = driver.Prepared(
             main, grid, (cfg.warps * 32, 1, 1), smem, 10,
             [*_strides(q), *cache, *out_strides, *t_sb, i32(H), i32(H // call.H_kv), i32(N_q), i32(call.n_new),
@@ -103,6 +104,21 @@ class DecodeLaunch:
             self.append = driver.Prepared(append, (math.ceil(chunks / 128), B, 1), (128, 1, 1), 0, 6,
                                           [*_strides(k), *_strides(v), *cache, *t_sb, i32(call.n_new),
                                            i32(call.H_kv), *paging])
+
+    def _counters(self, stream, device) -> int:
+        """The parts' arrival counters (int32, one a group) for a call on `stream`: kept per stream and left
+        at zero by each call's last parts, so a call does not zero them; under CUDA-graph capture fresh
+        zeroed ones (the graph replays the zeroing; the kept ones would be the eager calls')."""
+        import torch
+
+        if torch.cuda.is_current_stream_capturing():
+            t = torch.zeros(self.groups, dtype=torch.int32, device=device)
+            self._captured.append(t)   # alive as long as the plan: the graph holds the address
+            return t.data_ptr()
+        t = self._streams.get(stream.cuda_stream)
+        if t is None:
+            t = self._streams[stream.cuda_stream] = torch.zeros(self.groups, dtype=torch.int32, device=device)
+        return t.data_ptr()
 
     def __call__(self, q, k_cache, v_cache, seqlens, table, k=None, v=None, want_lse: bool = False):
         """Append (when k, v are given), then attention: out (B, N_q, H, d), and the LSE (B, H, N_q) float32
@@ -116,16 +132,13 @@ class DecodeLaunch:
             self.append((k.data_ptr(), v.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), seqlens.data_ptr(),
                          t_ptr), stream)
         out = runtime.empty((c.B, c.N_q, c.H, c.d), q.dtype, q.device)
-        # one workspace: [the parts' O | the parts' LSEs | the LSE | the arrival counters] (fp32, int32)
+        # one fp32 workspace: [the parts' O | the parts' LSEs | the LSE] (the partial rows 16-byte aligned)
         split = self.parts > 1
-        ws = runtime.empty((n * (1 + split * self.parts * (c.d + 1)) + split * self.groups,), torch.float32,
-                           q.device)
+        ws = runtime.empty((n * (1 + split * self.parts * (c.d + 1)),), torch.float32, q.device)
         opart = ws.data_ptr() if split else 0
         lpart = opart + 4 * self.parts * n * c.d if split else 0
         lse = ws.data_ptr() + 4 * split * self.parts * n * (c.d + 1)
-        arrived = lse + 4 * n if split else 0
-        if split:
-            driver.memset32(self.index, arrived, 0, self.groups, stream)
+        arrived = self._counters(stream, q.device) if split else 0
         self.main((q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse, opart, lpart, arrived,
                    seqlens.data_ptr(), t_ptr), stream)
         at = split * self.parts * n * (c.d + 1)

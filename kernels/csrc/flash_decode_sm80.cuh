@@ -43,28 +43,81 @@ struct CacheRows {
     }
 };
 
-// cp.async of one BLOCK_N-key chunk of K and V (rows n0..) into a ring slot; rows past L or on a bad page
-// are zero-filled without a read.
+// cp.async of BLOCK_N-key chunks of K and V into ring slots; rows past L or on a bad page are zero-filled
+// without a read.  A thread copies one 16-byte column chunk of every RSTEP-th row: its rows' SMEM offsets
+// differ by constants (the swizzle sees row & 7 only) and, where the chunk's rows lie in one contiguous
+// run (a contiguous cache, or a page that holds the whole chunk), its sources by a fixed stride, so a
+// row costs a 64-bit add and a compare (the loads are the kernel's only work at small caches: the integer
+// arithmetic of a general row address, per row, took more issue slots than the matrix products).
 template <class T, int BLOCK_N, int HEAD_DIM, int THREADS, bool PAGED>
-__device__ __forceinline__ void load_chunk(u32 sK, u32 sV, const T* kg, const T* vg, const CacheRows<PAGED>& rk,
-                                           const CacheRows<PAGED>& rv, int n0, int L, int tid) {
-    constexpr int CPR = HEAD_DIM / 8;
-    constexpr int RSTEP = THREADS / CPR;
-    static_assert(THREADS % CPR == 0 && BLOCK_N % RSTEP == 0, "threads must cover whole rows of the chunk");
-    const int r0 = tid / CPR, c = tid % CPR;
-#pragma unroll
-    for (int it = 0; it < BLOCK_N / RSTEP; ++it) {
-        const int r = r0 + it * RSTEP, j = n0 + r;
-        const u32 dst = (u32)((r * CPR + swizzle<CPR>(r, c)) * 16);
-        i64 ko = -1, vo = -1;
-        if (j < L) {
-            ko = rk.offset(j);
-            vo = rv.offset(j);
-        }
-        cp_async16(sK + dst, ko >= 0 ? (const void*)(kg + ko + c * 8) : (const void*)kg, ko >= 0 ? 16 : 0);
-        cp_async16(sV + dst, vo >= 0 ? (const void*)(vg + vo + c * 8) : (const void*)vg, vo >= 0 ? 16 : 0);
+struct ChunkLoader {
+    static constexpr int CPR = HEAD_DIM / 8;
+    static constexpr int RSTEP = THREADS / CPR;
+    static_assert(THREADS % CPR == 0 && BLOCK_N % RSTEP == 0 && RSTEP % 8 == 0, "threads must cover whole rows");
+    const T* kg;   // the cache at this head and this thread's column chunk
+    const T* vg;
+    CacheRows<PAGED> rk, rv;
+    u32 s_off;     // the thread's first row's chunk in a tile
+    int r0;
+
+    __device__ __forceinline__ ChunkLoader(const T* kc, const T* vc, const CacheRows<PAGED>& k_rows,
+                                           const CacheRows<PAGED>& v_rows, i64 k_sh, i64 v_sh, int hk, int tid)
+        : rk(k_rows), rv(v_rows) {
+        r0 = tid / CPR;
+        const int c = tid % CPR;
+        kg = kc + (i64)hk * k_sh + c * 8;
+        vg = vc + (i64)hk * v_sh + c * 8;
+        s_off = (u32)((r0 * CPR + swizzle<CPR>(r0, c)) * 16);
     }
-}
+
+    // rows n0.. of one run starting at kb / vb (element pointers of row n0), the run's stride sn
+    __device__ __forceinline__ void strided(u32 sK, u32 sV, const T* kb, const T* vb, int n0, int L) const {
+        const i64 k_step = (i64)RSTEP * rk.sn, v_step = (i64)RSTEP * rv.sn;
+        const T* kp = kb + (i64)r0 * rk.sn;
+        const T* vp = vb + (i64)r0 * rv.sn;
+#pragma unroll
+        for (int it = 0; it < BLOCK_N / RSTEP; ++it) {
+            const bool ok = n0 + r0 + it * RSTEP < L;
+            const u32 dst = s_off + (u32)(it * RSTEP * CPR * 16);
+            cp_async16(sK + dst, ok ? (const void*)kp : (const void*)kg, ok ? 16 : 0);
+            cp_async16(sV + dst, ok ? (const void*)vp : (const void*)vg, ok ? 16 : 0);
+            kp += k_step;
+            vp += v_step;
+        }
+    }
+
+    // any rows: each row's page looked up (pages smaller than the chunk)
+    __device__ __forceinline__ void gathered(u32 sK, u32 sV, int n0, int L) const {
+#pragma unroll
+        for (int it = 0; it < BLOCK_N / RSTEP; ++it) {
+            const int j = n0 + r0 + it * RSTEP;
+            const u32 dst = s_off + (u32)(it * RSTEP * CPR * 16);
+            const i64 ko = j < L ? rk.offset(j) : -1, vo = j < L ? rv.offset(j) : -1;
+            cp_async16(sK + dst, ko >= 0 ? (const void*)(kg + ko) : (const void*)kg, ko >= 0 ? 16 : 0);
+            cp_async16(sV + dst, vo >= 0 ? (const void*)(vg + vo) : (const void*)vg, vo >= 0 ? 16 : 0);
+        }
+    }
+
+    __device__ __forceinline__ void load(u32 sK, u32 sV, int n0, int L) const {
+        if constexpr (PAGED) {
+            if (rk.shift < LOG2_BLOCK_N) {
+                gathered(sK, sV, n0, L);
+                return;
+            }
+            // the chunk lies in one page (page sizes and chunks are powers of two)
+            const i64 ko = n0 < L ? rk.offset(n0) : -1, vo = n0 < L ? rv.offset(n0) : -1;
+            if (ko < 0 || vo < 0) {
+                gathered(sK, sV, n0, L);   // past the end or a bad page: the zero fill of the general path
+                return;
+            }
+            strided(sK, sV, kg + ko, vg + vo, n0, L);
+        } else {
+            strided(sK, sV, kg + rk.offset(n0), vg + rv.offset(n0), n0, L);
+        }
+    }
+
+    static constexpr int LOG2_BLOCK_N = BLOCK_N == 128 ? 7 : BLOCK_N == 64 ? 6 : BLOCK_N == 32 ? 5 : 4;
+};
 
 // The packed rows of a row block: row r of block rb is query row i = pr / g of query head hg = pr % g of
 // the KV head (pr = rb * ROWS + r); rows past g * N_q are padding.
@@ -93,10 +146,6 @@ __device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int key0, int
         }
 }
 
-__device__ __forceinline__ void red_shared_add(u32 addr, float x) {
-    asm volatile("red.shared.add.f32 [%0], %1;" :: "r"(addr), "f"(x) : "memory");
-}
-
 __device__ __forceinline__ float lds_f32(u32 addr) {
     float x;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
@@ -107,36 +156,41 @@ __device__ __forceinline__ void sts_f32(u32 addr, float x) {
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(x) : "memory");
 }
 
-__device__ __forceinline__ float ldcg(const float* p) {   // L2 only: other SMs wrote it
-    float x;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(x) : "l"(p));
-    return x;
-}
-
 // Merge the parts of one output row (b, h, i) by a warp: O = sum_p exp(lse_p - lse) O_p, lse = logsumexp_p
 // lse_p.  `row` indexes (b, h, i) rows; a part that saw no key has LSE -inf and weight 0; a row that saw
-// none at all gets O = 0 and LSE -inf.
+// none at all gets O = 0 and LSE -inf.  Lane l holds the LSEs of parts l, l + 32, ...: the weights come
+// from one load and a shuffle each, and the partial rows' loads are independent of each other (unrolled),
+// so the merge costs a few L2 round trips, not one a part.  Loads go through L2 (__ldcg): other SMs wrote.
 template <class T, int HEAD_DIM>
 __device__ __forceinline__ void merge_row(const float* opart, const float* lpart, T* dst, float* lse, i64 row,
                                           i64 rows, int parts, int lane) {
     constexpr int V = HEAD_DIM / 32;   // values a lane
+    constexpr float LOG2E = 1.4426950408889634f;
     static_assert(V == 2 || V == 4, "head dims 64 and 128");
-    float M = neg_inf();
-    for (int p = lane; p < parts; p += 32) M = fmaxf(M, ldcg(lpart + p * rows + row));
+    const float first = lane < parts ? __ldcg(lpart + lane * rows + row) : neg_inf();
+    float M = first;
+    for (int p = lane + 32; p < parts; p += 32) M = fmaxf(M, __ldcg(lpart + p * rows + row));
 #pragma unroll
     for (int s = 16; s > 0; s >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, s));
     float acc[V] = {};
     float total = 0.f;
     if (M != neg_inf()) {
-        for (int p = 0; p < parts; ++p) {
-            const float lp = ldcg(lpart + p * rows + row);
-            if (lp == neg_inf()) continue;
-            const float w = ex2((lp - M) * 1.4426950408889634f);
-            total += w;
-            const float* src = opart + (p * rows + row) * HEAD_DIM + lane * V;
+        for (int p0 = 0; p0 < parts; p0 += 32) {
+            const int mine = p0 + lane;
+            const float lp = p0 == 0 ? first : (mine < parts ? __ldcg(lpart + mine * rows + row) : neg_inf());
+            const float w_mine = ex2((lp - M) * LOG2E);   // 0 for a part that saw nothing (and past the parts)
+            total += w_mine;
+            const int n = min(32, parts - p0);
+#pragma unroll 8
+            for (int j = 0; j < n; ++j) {
+                const float w = __shfl_sync(0xffffffffu, w_mine, j);
+                const float* src = opart + ((p0 + j) * rows + row) * HEAD_DIM + lane * V;
 #pragma unroll
-            for (int e = 0; e < V; ++e) acc[e] += w * ldcg(src + e);
+                for (int e = 0; e < V; ++e) acc[e] += w * __ldcg(src + e);
+            }
         }
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1) total += __shfl_xor_sync(0xffffffffu, total, s);
     }
     const float inv = total > 0.f ? 1.f / total : 0.f;
 #pragma unroll
@@ -146,7 +200,8 @@ __device__ __forceinline__ void merge_row(const float* opart, const float* lpart
 }
 
 // The parts of one (batch, KV head, row block) arrive in any order; the last to arrive (a counter per
-// group, zeroed by the launcher) merges their rows, a warp a row: no second kernel, no second launch.
+// group, which it leaves at zero for the next call on the stream) merges their rows, a warp a row: no
+// second kernel, no second launch.
 template <class T, int ROWS, int WARPS, int HEAD_DIM>
 __device__ __forceinline__ void merge_if_last(const float* opart, const float* lpart, int* arrived, T* o, float* lse,
                                               const PackedRows& pr, int hk, int b, int H, int N_q, int parts,
@@ -154,7 +209,9 @@ __device__ __forceinline__ void merge_if_last(const float* opart, const float* l
     __threadfence();    // this CTA's partials are visible device-wide before it counts itself in
     __syncthreads();
     if (threadIdx.x == 0) {
-        const int before = atomicAdd(arrived + (i64)b * gridDim.y + blockIdx.y, 1);
+        int* counter = arrived + (i64)b * gridDim.y + blockIdx.y;
+        const int before = atomicAdd(counter, 1);
+        if (before == parts - 1) *counter = 0;   // every part has counted: zero again for the next call
         sts_f32(s_flag, before == parts - 1 ? 1.f : 0.f);
     }
     __syncthreads();
@@ -211,8 +268,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
     const u32 sRing = sQ + ROWS * ROW_BYTES;
     const CacheRows<PAGED> rk{table + (i64)b * t_sb, k_sb, k_sn, page_shift, num_pages, b};
     const CacheRows<PAGED> rv{table + (i64)b * t_sb, v_sb, v_sn, page_shift, num_pages, b};
-    const T* kg = kc + (i64)hk * k_sh;
-    const T* vg = vc + (i64)hk * v_sh;
+    const ChunkLoader<T, BLOCK_N, HEAD_DIM, THREADS, PAGED> loader(kc, vc, rk, rv, k_sh, v_sh, hk, tid);
 
     // ---- prologue: the Q rows, then the first chunks
     for (int idx = tid; idx < ROWS * CPR; idx += THREADS) {
@@ -225,9 +281,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (c0 + s < c1)
-            load_chunk<T, BLOCK_N, HEAD_DIM, THREADS, PAGED>(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES,
-                                                            kg, vg, rk, rv, (c0 + s) * BLOCK_N, L, tid);
+        if (c0 + s < c1) loader.load(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES, (c0 + s) * BLOCK_N, L);
         cp_async_commit();
     }
 
@@ -255,7 +309,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         const int next = j + STAGES - 1;
         if (next < c1) {
             const u32 slot = sRing + ((next - c0) % STAGES) * SLOT_BYTES;
-            load_chunk<T, BLOCK_N, HEAD_DIM, THREADS, PAGED>(slot, slot + CHUNK_BYTES, kg, vg, rk, rv, next * BLOCK_N, L, tid);
+            loader.load(slot, slot + CHUNK_BYTES, next * BLOCK_N, L);
         }
         cp_async_commit();
 
@@ -274,7 +328,6 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
 
     // ---- merge the warps: O = sum_w 2^(m_w - M) O_w / sum_w 2^(m_w - M) l_w, per row
     const u32 sO = sRing, sM = sRing + ROWS * OSTRIDE * 4, sL = sM + WARPS * ROWS * 4;
-    for (int idx = tid; idx < ROWS * OSTRIDE; idx += THREADS) sts_f32(sO + idx * 4, 0.f);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -307,13 +360,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
                 }
             }
             const float mine = row_max[mt][hh];
-            const float f = (total > 0.f && mine != neg_inf()) ? ex2((mine - M) * scale_log2) / total : 0.f;
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                const u32 at = sO + (u32)(r * OSTRIDE + dt * 8 + 2 * (lane & 3)) * 4;
-                red_shared_add(at, acc[mt][dt][2 * hh] * f);
-                red_shared_add(at + 4, acc[mt][dt][2 * hh + 1] * f);
-            }
+            row_sum[mt][hh] = (total > 0.f && mine != neg_inf()) ? ex2((mine - M) * scale_log2) / total : 0.f;
             if (warp == 0 && (lane & 3) == 0 && pr.valid(r)) {
                 const float row_lse = total > 0.f ? M * scale + logf(total) : neg_inf();
                 const int h = hk * group + pr.head_in_group(r), i = pr.query(r);
@@ -322,7 +369,27 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
                 else lpart[(i64)part * gridDim.z * H * N_q + at] = row_lse;
             }
         }
-    __syncthreads();
+    // the warps add their scaled O into the rows in turn (shared-memory float atomics are CAS loops here)
+#pragma unroll 1
+    for (int w = 0; w < WARPS; ++w) {
+        if (warp == w) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int r = mt * 16 + (lane >> 2) + hh * 8;
+                    const float f = row_sum[mt][hh];   // this warp's weight of the row
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt) {
+                        const u32 at = sO + (u32)(r * OSTRIDE + dt * 8 + 2 * (lane & 3)) * 4;
+                        const float x0 = acc[mt][dt][2 * hh] * f, x1 = acc[mt][dt][2 * hh + 1] * f;
+                        sts_f32(at, w == 0 ? x0 : lds_f32(at) + x0);
+                        sts_f32(at + 4, w == 0 ? x1 : lds_f32(at + 4) + x1);
+                    }
+                }
+        }
+        __syncthreads();
+    }
 
     // ---- write the rows: O in the input dtype (one part) or the fp32 partial
     constexpr int C4 = HEAD_DIM / 4;
