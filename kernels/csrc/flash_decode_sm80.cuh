@@ -287,6 +287,15 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
 
     u32 xo[4];
     lane_offsets<ROW_BYTES>(lane, xo);
+    // one m16 tile of rows: its Q fragments stay in registers (32 at d = 128) instead of being read again
+    // from SMEM for every chunk; two tiles would not leave the registers for it
+    constexpr bool Q_IN_REGS = MT == 1;
+    u32 qa[MT][Q_IN_REGS ? HEAD_DIM / 16 : 1][4];
+    if constexpr (Q_IN_REGS) {
+        cp_async_wait<STAGES - 1>();   // the Q group (the oldest) has landed; the chunks may still fly
+        __syncthreads();
+        load_a<MT, HEAD_DIM, ROW_BYTES>(qa, sQ, xo);
+    }
     float acc[MT][DT][4];
     float row_max[MT][2], row_sum[MT][2];
     int row_last[MT][2];   // causal: the last key each of this thread's rows sees
@@ -316,11 +325,14 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         const u32 sK = sRing + ((j - c0) % STAGES) * SLOT_BYTES + (u32)(warp * KW) * ROW_BYTES;
         float s[MT][NT][4];
         zero(s);
-        mma_abt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, sQ, sK, xo);
+        if constexpr (Q_IN_REGS)
+            mma_rbt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo);
+        else
+            mma_abt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, sQ, sK, xo);
         if (j * BLOCK_N + warp * KW + KW > mask_from)
             mask_scores<MT, NT, CAUSAL>(s, j * BLOCK_N + key_lane, L, row_last);
         u32 pa[MT][NT / 2][4];
-        online_softmax<T, MT, NT, DT>(s, row_max, row_sum, acc, pa, scale_log2);
+        online_softmax<T, MT, NT, DT, true>(s, row_max, row_sum, acc, pa, scale_log2);
         mma_rb<T, MT, KW, HEAD_DIM, ROW_BYTES>(acc, pa, sK + CHUNK_BYTES, 0, xo);
     }
     cp_async_wait<0>();

@@ -43,6 +43,37 @@ __device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u
     }
 }
 
+// The A fragments of R m16 tiles over KD columns (as mma_abt reads them), read once to stay in registers
+// across products (decoding: one Q tile against every chunk of keys).
+template <int R, int KD, int ROW_BYTES>
+__device__ __forceinline__ void load_a(u32 (&a)[R][KD / 16][4], u32 a_base, const u32 (&xo)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            ldsm_x4(a_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + r * 16 * ROW_BYTES), a[r][kk][0], a[r][kk][1],
+                    a[r][kk][2], a[r][kk][3]);
+}
+
+// mma_abt with A from registers (load_a).
+template <class T, int R, int N, int KD, int ROW_BYTES>
+__device__ __forceinline__ void mma_rbt(float (&acc)[R][N / 8][4], const u32 (&a)[R][KD / 16][4], u32 b_base,
+                                        const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int kk = 0; kk < KD / 16; ++kk)
+#pragma unroll
+        for (int np = 0; np < N / 16; ++np) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                E::mma(acc[r][2 * np], a[r][kk], b0, b2);
+                E::mma(acc[r][2 * np + 1], a[r][kk], b1, b3);
+            }
+        }
+}
+
 // acc[R][DN/8][4] += A * B where A is in registers (R m16 tiles, K/16 k16 steps of packed fragments) and
 // B is a row-major [K][HEAD_DIM] SMEM tile (ldmatrix .trans); DN head dims from column d0 on.
 template <class T, int R, int K, int DN, int ROW_BYTES>
@@ -67,10 +98,48 @@ __device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a
 
 // One online-softmax step over a warp's S tiles (exp2, the scale folded into the exponent): the running max
 // and sum of each of its rows rescaled, the O accumulator rescaled, P packed as the A fragments of P V.
-// A row whose max is still -inf (nothing seen) keeps max -inf and contributes zeros.
-template <class T, int MT, int NT, int DT>
+// A row whose max is still -inf (nothing seen) keeps max -inf and contributes zeros.  LAZY: the O
+// accumulator is rescaled only when some row of the warp has a new max (a warp-uniform branch): with few
+// keys a step (decoding) the max settles early, and the rescale is a multiply per accumulator.
+template <class T, int MT, int NT, int DT, bool LAZY = false>
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                              float (&acc)[MT][DT][4], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
+    if constexpr (LAZY) {
+        float corr[MT][2];
+        bool moved = false;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                float mx = row_max[mt][hh];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+                corr[mt][hh] = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
+                moved |= mx != row_max[mt][hh];
+                row_max[mt][hh] = mx;
+                float rs = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
+                    const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
+                    rs += p0 + p1;
+                    pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
+                }
+                row_sum[mt][hh] = row_sum[mt][hh] * corr[mt][hh] + rs;
+            }
+        if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[mt][dt][e] *= corr[mt][e >> 1];
+        }
+        return;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -1,9 +1,9 @@
-"""The committed H100 run of the decode rows (validation/results/h100-sxm-2026-11-24-decode-run1.json)
+"""The committed H100 run of the decode rows (validation/results/h100-sxm-2026-11-24-decode-run2.json)
 against what the docs and the issue note say of it: every row of ours checked and timed; a read roof
 measured in the run; the paged cache (pages of 16 and 256) within 10% of the same kernel on a contiguous
 cache; with N_q = 4 (GQA 32:8) at least 1.5x the best SDPA backend; the model within a 10% median error
-on our rows.  (At N_q = 1 ours is 0.76x to 0.99x the best SDPA backend, below 0.92 of the roof for some
-caches of 256 MiB and more: the docs and the note say so, nothing here hides it.)"""
+on our rows; at N_q = 1 within 5% of the best SDPA backend.  (Not the issue's 1.5x under 64 MiB, nor 0.92
+of the roof at 256 MiB: the docs and the note say so, nothing here hides it.)"""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-RUN = Path(__file__).resolve().parents[2] / "validation" / "results" / "h100-sxm-2026-11-24-decode-run1.json"
+RUN = Path(__file__).resolve().parents[2] / "validation" / "results" / "h100-sxm-2026-11-24-decode-run2.json"
 OURS = "flash_decode_sm80"
 
 
@@ -52,6 +52,14 @@ def test_speculative_rows_beat_the_best_sdpa_backend():
             best = min(r["measured_ms"] for r in rows if r["kernel"] != OURS and r["ok"])
             assert best >= 1.5 * ours, key
     assert spec == 2
+
+
+def test_single_query_rows_at_parity_with_the_best_backend():
+    for key, rows in _groups().items():
+        if key[3] == 1:
+            ours = min(r["measured_ms"] for r in rows if r["kernel"] == OURS and "page_size" not in r["shape"])
+            best = min(r["measured_ms"] for r in rows if r["kernel"] != OURS and r["ok"])
+            assert ours <= 1.05 * best, key
 
 
 def test_model_median_error_on_our_rows():
