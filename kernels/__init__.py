@@ -10,6 +10,8 @@
 * ``flash_attention_with_kvcache``: decoding against a KV cache (contiguous or paged, with an optional
   append of new keys), FlashAttention's function of that name; family ``flash_decode_sm80`` (split-KV
   with the query heads of a KV head packed into one tile, mma.sync, sm_80 and newer).
+* ``flash_attention_varlen``: a batch of sequences of different lengths packed back to back (FlashAttention's
+  varlen layout), one launch of the mma.sync forward in its varlen form.
 * ``attention_unfused``: the three-kernel baseline (QK^T -> softmax -> PV through global memory).
 * ``run(family, ...)``: any of them by its registry name (``iomodel.families``).
 
@@ -22,8 +24,8 @@ CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/ke
 """
 from __future__ import annotations
 
-__all__ = ["flash_attention", "flash_attention_backward", "flash_attention_with_kvcache", "attention_unfused", "run",
-           "set_debug", "debug_enabled"]
+__all__ = ["flash_attention", "flash_attention_backward", "flash_attention_with_kvcache", "flash_attention_varlen",
+           "attention_unfused", "run", "set_debug", "debug_enabled"]
 
 
 def _needs_grad(*ts) -> bool:
@@ -82,6 +84,16 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table
 
     return run(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits,
                return_softmax_lse, validate, config)
+
+
+def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                           softmax_scale=None, return_lse=False, validate=True, config=None):
+    """Attention of packed variable-length sequences, q (total_q, H, d); see
+    ``kernels.varlen.flash_attention_varlen``."""
+    from .varlen import flash_attention_varlen as run
+
+    return run(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, return_lse,
+               validate, config)
 
 
 def attention_unfused(q, k, v, causal=False, config=None, scale=None):

@@ -1,7 +1,7 @@
 """Code generation: the C++ text that names and instantiates each kernel variant.
 
 * the mma.sync templates of ``csrc/flash_fwd_sm80.cuh`` and ``csrc/unfused.cuh``: template-ids such as
-  ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false>`` (NVRTC name expressions at run time)
+  ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (NVRTC name expressions at run time)
   and explicit-instantiation units (the offline nvcc builds of ``kernels.reports``);
 * the Hopper kernel of ``csrc/flash_fwd_sm90.cuh``: one ``extern "C"`` wrapper per (config, dtype,
   causal), so its symbol is its plain name;
@@ -35,7 +35,7 @@ WGMMA_SST_N = (64, 128)
 
 # Parameter lists of the sm80 kernels, for explicit instantiation (they must match the headers).
 _FLASH_PARAMS = ("const {T}*, const {T}*, const {T}*, {T}*, float*, "
-                 + "long long, " * 12 + "int, int, int, int, float, float")
+                 + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*")
 _MATMUL_PARAMS = ("const {T}*, const {T}*, void*, int, int, int, int, "
                   + "long long, " * 9 + "int, int, float")
 _SOFTMAX_PARAMS = "const float*, {T}*, long long, int, int, int, int, int"
@@ -53,11 +53,11 @@ def _b(flag: bool) -> str:
 
 
 # ------------------------------------------------------------------ mma.sync templates (sm80 and newer)
-def flash_sm80_kernel(cfg, dtype: str, causal: bool) -> str:
+def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
     """Template-id of ``flash_fwd_kernel`` for a FlashConfig, e.g.
-    ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false>``."""
+    ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen)."""
     return (f"iom::flash_fwd_kernel<iom::{_check_dtype(dtype)}, {cfg.block_m}, {cfg.block_n}, {cfg.warps}, "
-            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}>")
+            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}>")
 
 
 def matmul_kernel(cfg, dtype: str, b_kmajor: bool, out_f32: bool) -> str:
@@ -107,30 +107,32 @@ def sm80_unit(flash_configs=None, matmul_configs=None) -> str:
 
 
 # ------------------------------------------------------------------ the Hopper kernel (sm_90a)
-def sm90_kernel(cfg, dtype: str, causal: bool) -> str:
-    """The extern "C" name of one variant, e.g. ``flash_fwd_sm90_m128n128s2d128c2_bf16_full``."""
-    return f"flash_fwd_sm90_{cfg.name}_{_check_dtype(dtype)}_{'causal' if causal else 'full'}"
+def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
+    """The extern "C" name of one variant, e.g. ``flash_fwd_sm90_m128n128s2d128c2_bf16_full`` (``_varlen``:
+    packed variable-length batches)."""
+    return f"flash_fwd_sm90_{cfg.name}_{_check_dtype(dtype)}_{'causal' if causal else 'full'}{'_varlen' if varlen else ''}"
 
 
-def sm90_instance(cfg, dtype: str, causal: bool) -> str:
-    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal)."""
-    name = sm90_kernel(cfg, dtype, causal)
+def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
+    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen)."""
+    name = sm90_kernel(cfg, dtype, causal, varlen)
     traits = (f"sm90::FwdTraits<{cfg.block_m}, {cfg.block_n}, {cfg.stages}, {cfg.head_dim}, "
-              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}>")
+              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}, {_b(varlen)}>")
     return (
         f"typedef {traits} T_{name};\n"
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
-        f"    int N_k, float scale_log2, int sec, int* counter) {{\n"
+        f"    int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q) {{\n"
         f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2, sec,\n"
-        f"                                counter);\n"
+        f"                                counter, cu_q, cu_k, total_q);\n"
         f"}}\n"
     )
 
 
 def sm90_unit(variants) -> str:
-    """A translation unit of (config, dtype, causal) variants (the kernel header included, not inlined)."""
+    """A translation unit of (config, dtype, causal[, varlen]) variants (the kernel header included, not
+    inlined)."""
     return _SM90_INCLUDE + "".join(sm90_instance(*v) for v in variants)
 
 

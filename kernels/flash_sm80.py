@@ -10,22 +10,26 @@ import math
 from . import codegen, compile, driver, runtime
 from .dispatch import prepare
 
-__all__ = ["FAMILY", "attention", "module"]
+__all__ = ["FAMILY", "attention", "module", "kernel"]
 
 FAMILY = "flash_sm80"
 HEADER = "flash_fwd_sm80.cuh"
 
 
-def module(cfg, dtype: str, causal: bool, arch: str) -> compile.Module:
-    """The compiled module of one variant for `arch` (``sm_80``, ``sm_90``, ...); needs no GPU."""
-    return compile.build(f'#include "{HEADER}"\n', arch, names=(codegen.flash_sm80_kernel(cfg, dtype, causal),),
-                         label=FAMILY, flags=compile.MMA_SYNC_FLAGS)
+def module(cfg, dtype: str, causal: bool, arch: str, varlen: bool = False) -> compile.Module:
+    """The compiled module of one variant for `arch` (``sm_80``, ``sm_90``, ...); needs no GPU.  `varlen`:
+    the packed variable-length form (``kernels.varlen``)."""
+    return compile.build(f'#include "{HEADER}"\n', arch,
+                         names=(codegen.flash_sm80_kernel(cfg, dtype, causal, varlen),), label=FAMILY,
+                         flags=compile.MMA_SYNC_FLAGS)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(index: int, cfg, dtype: str, causal: bool, smem: int) -> driver.Kernel:
+def kernel(index: int, cfg, dtype: str, causal: bool, smem: int, varlen: bool = False) -> driver.Kernel:
+    """The loaded kernel of one variant on device `index`."""
     arch = compile.nvrtc_arch(driver.capability(index))
-    return driver.kernel(index, module(cfg, dtype, causal, arch), codegen.flash_sm80_kernel(cfg, dtype, causal), smem)
+    return driver.kernel(index, module(cfg, dtype, causal, arch, varlen),
+                         codegen.flash_sm80_kernel(cfg, dtype, causal, varlen), smem)
 
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False):
@@ -45,10 +49,11 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
     o = runtime.empty((B, H, N_q, d), q.dtype, q.device)
     lse = runtime.empty((B, H, N_q), torch.float32, q.device)
-    kern = _kernel(call.device, cfg, s["dtype"], s["causal"], call.smem)
+    kern = kernel(call.device, cfg, s["dtype"], s["causal"], call.smem)
     i32, f32 = ctypes.c_int, ctypes.c_float
     args = [driver.ptr(q), driver.ptr(k), driver.ptr(v), driver.ptr(o), driver.ptr(lse),
             *driver.strides(q), *driver.strides(k), *driver.strides(v), *driver.strides(o),
-            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(call.scale * runtime.LOG2E), f32(call.scale)]
+            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(call.scale * runtime.LOG2E), f32(call.scale),
+            driver.ptr(None), driver.ptr(None)]   # cu_seqlens: none (a dense batch)
     driver.launch(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), args, call.smem)
     return (o, lse) if return_lse else o

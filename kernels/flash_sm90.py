@@ -11,7 +11,7 @@ import functools
 from . import codegen, compile, driver, runtime
 from .dispatch import prepare
 
-__all__ = ["FAMILY", "ARCH", "attention", "module", "heads_per_section", "PERSISTENT", "DEFAULT_DEFINES"]
+__all__ = ["FAMILY", "ARCH", "attention", "launch", "module", "heads_per_section", "PERSISTENT", "DEFAULT_DEFINES"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
@@ -29,14 +29,16 @@ L2_SECTION_SHARE = 0.4
 MIN_SECTION_HEADS = 8
 
 
-def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = ()) -> compile.Module:
-    """The compiled module of one variant (sm_90a); needs no GPU."""
-    return compile.build(codegen.sm90_unit([(cfg, dtype, causal)]), ARCH, defines=defines, label=FAMILY)
+def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False) -> compile.Module:
+    """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches."""
+    return compile.build(codegen.sm90_unit([(cfg, dtype, causal, varlen)]), ARCH, defines=defines, label=FAMILY)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...], smem: int) -> driver.Kernel:
-    return driver.kernel(index, module(cfg, dtype, causal, defines), codegen.sm90_kernel(cfg, dtype, causal), smem)
+def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...], smem: int,
+            varlen: bool = False) -> driver.Kernel:
+    return driver.kernel(index, module(cfg, dtype, causal, defines, varlen),
+                         codegen.sm90_kernel(cfg, dtype, causal, varlen), smem)
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
@@ -119,21 +121,31 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     (default :func:`heads_per_section`).
     """
     call = prepare(FAMILY, q, k, v, causal, config, scale)
-    s, cfg, dev = call.shape, call.config, call.device
+    out, lse = _outputs(q, call.shape, return_lse, out)
+    launch(q, k, v, out, lse, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
+           _persistent=_persistent, _sections=_sections)
+    return (out, lse) if return_lse else out
+
+
+def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None,
+           _defines=None, _persistent=None, _sections=None) -> None:
+    """One launch on checked inputs: q, k, v as (B, H, N, d) views (varlen: (1, H, total, d) views of the
+    packed tensors, with ``varlen = (cu_seqlens_q, cu_seqlens_k, total_q)`` and s's N_q, N_k the longest
+    sequences), O and LSE in the layout the variant writes."""
     B, H, N_q = s["B"], s["H"], s["N_q"]
-    out, lse = _outputs(q, s, return_lse, out)
     defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
-    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, call.smem)
+    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None)
     props = driver.device_props(dev)
     num_tiles = -(-N_q // cfg.block_m) * H * B
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
     grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
     stream = driver.current_stream(dev)
-    # causal kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
-    counter = _tile_counter(dev, stream) if s["causal"] and s["d"] <= 128 else None
+    # causal and varlen kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
+    counter = _tile_counter(dev, stream) if (s["causal"] or varlen is not None) and s["d"] <= 128 else None
     i32 = ctypes.c_int
+    cu_q, cu_k, total_q = varlen if varlen is not None else (None, None, 0)
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
-            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(call.scale * runtime.LOG2E),
-            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter)]
-    driver.launch(kern, grid, (cfg.threads, 1, 1), args, call.smem, stream)
-    return (out, lse) if return_lse else out
+            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(scale * runtime.LOG2E),
+            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter),
+            driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
+    driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem, stream)

@@ -14,7 +14,7 @@ from typing import Any
 
 from .checks import check_scale
 
-__all__ = ["KVCall", "check_aligned", "check_call", "check_values"]
+__all__ = ["KVCall", "check_aligned", "check_call", "check_values", "tensor_of_rank", "half_tensor"]
 
 HEAD_DIMS = (64, 128)
 
@@ -39,7 +39,8 @@ class KVCall:
     table: Any
 
 
-def _tensor(name: str, t, dims: int, what: str):
+def tensor_of_rank(name: str, t, dims: int, what: str):
+    """`t` as a torch tensor of `dims` dimensions (`what` names them in the error)."""
     import torch
 
     if not isinstance(t, torch.Tensor):
@@ -49,7 +50,8 @@ def _tensor(name: str, t, dims: int, what: str):
     return t
 
 
-def _half(name: str, t, dtype, device) -> None:
+def half_tensor(name: str, t, dtype, device) -> None:
+    """bf16 or fp16 (`dtype` when given), on the CUDA `device`, unit stride last, 16-byte aligned rows."""
     import torch
 
     if t.dtype not in (torch.bfloat16, torch.float16):
@@ -68,8 +70,8 @@ def _half(name: str, t, dtype, device) -> None:
 def _cache(q, k_cache, v_cache, block_table) -> tuple[int, bool, int, int, int]:
     """(H_kv, paged, page_size, num_pages, capacity) of the cache tensors."""
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _tensor(name, t, 4, "(batch, seqlen, kv_heads, head_dim) or paged (num_blocks, page_size, kv_heads, head_dim)")
-        _half(name, t, q.dtype, q.device)
+        tensor_of_rank(name, t, 4, "(batch, seqlen, kv_heads, head_dim) or paged (num_blocks, page_size, kv_heads, head_dim)")
+        half_tensor(name, t, q.dtype, q.device)
     if tuple(k_cache.shape) != tuple(v_cache.shape):
         raise ValueError(f"k_cache and v_cache must have one shape, got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}.")
     n0, rows, H_kv, d = k_cache.shape
@@ -83,7 +85,7 @@ def _cache(q, k_cache, v_cache, block_table) -> tuple[int, bool, int, int, int]:
         return H_kv, False, rows, 0, rows
     import torch
 
-    _tensor("block_table", block_table, 2, "(batch, max_blocks_per_seq)")
+    tensor_of_rank("block_table", block_table, 2, "(batch, max_blocks_per_seq)")
     if block_table.dtype != torch.int32 or block_table.device != q.device:
         raise TypeError(f"block_table must be int32 on {q.device}, got {block_table.dtype} on {block_table.device}.")
     if block_table.shape[0] != q.shape[0]:
@@ -102,8 +104,8 @@ def _new_kv(k, v, q, H_kv: int) -> int:
     if k is None or v is None:
         raise ValueError("k and v must be given together (the keys and values to append).")
     for name, t in (("k", k), ("v", v)):
-        _tensor(name, t, 4, "(batch, seqlen_new, kv_heads, head_dim)")
-        _half(name, t, q.dtype, q.device)
+        tensor_of_rank(name, t, 4, "(batch, seqlen_new, kv_heads, head_dim)")
+        half_tensor(name, t, q.dtype, q.device)
     if tuple(k.shape) != tuple(v.shape):
         raise ValueError(f"k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}.")
     if k.shape[0] != q.shape[0] or k.shape[2] != H_kv or k.shape[3] != q.shape[3]:
@@ -130,8 +132,8 @@ def _seqlens(cache_seqlens, B: int, device):
 
 def check_call(q, k_cache, v_cache, cache_seqlens, block_table, k, v, softmax_scale) -> KVCall:
     """Shapes, dtypes, devices and strides of a call; no values are read."""
-    _tensor("q", q, 4, "(batch, seqlen_q, heads, head_dim)")
-    _half("q", q, None, None)
+    tensor_of_rank("q", q, 4, "(batch, seqlen_q, heads, head_dim)")
+    half_tensor("q", q, None, None)
     B, N_q, H, d = q.shape
     if min(B, N_q, H) == 0:
         raise ValueError(f"q must have non-zero batch, seqlen_q and heads, got shape {tuple(q.shape)}.")

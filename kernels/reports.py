@@ -131,14 +131,16 @@ def sm80_resources(arch: str = "sm_80") -> list[dict]:
 
 
 def sm90_resources(configs=_flash_sm90.SHIPPED, dtypes=codegen.DTYPES, causal=(False, True),
-                   keep_dir: str | None = None) -> dict:
-    """Compile every (config, dtype, causal) variant of the Hopper kernel with the local nvcc in one
-    invocation (``nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -Xptxas -v``) and parse ptxas' report.
+                   keep_dir: str | None = None, varlen: bool = False) -> dict:
+    """Compile every (config, dtype, causal) variant of the Hopper kernel (``varlen``: their packed
+    variable-length forms) with the local nvcc in one invocation (``nvcc -cubin
+    -gencode=arch=compute_90a,code=sm_90a -Xptxas -v``) and parse ptxas' report.
 
     Returns {kernel_name: {config, dtype, causal, registers, spill_stores, spill_loads, stack_frame,
     static_smem, dynamic_smem, ptxas_codes}} plus '_log' and '_cubin' (path)."""
-    variants = {codegen.sm90_kernel(c, dt, ca): (c, dt, ca) for c in configs for dt in dtypes for ca in causal}
-    cubin, log = run_nvcc(codegen.sm90_unit(variants.values()), "sm_90a",
+    variants = {codegen.sm90_kernel(c, dt, ca, varlen): (c, dt, ca) for c in configs for dt in dtypes
+                for ca in causal}
+    cubin, log = run_nvcc(codegen.sm90_unit([(*v, varlen) for v in variants.values()]), "sm_90a",
                           keep_dir or tempfile.mkdtemp(prefix="sm90_report_"), "sm90_all", ("-Xptxas", "-v"))
     report: dict = {}
     for name, rec in parse_ptxas(log).items():

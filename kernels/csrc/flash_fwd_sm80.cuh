@@ -21,13 +21,20 @@
 // With IS_CAUSAL the query tiles are walked last-first (blockIdx.x = 0 is the
 // last, most expensive tile) so the long blocks start first and the short
 // ones fill the tail of the wave.
+//
+// IS_VARLEN (packed variable-length batches, FlashAttention's varlen layout): sequence b's rows are rows
+// cu_q[b] .. cu_q[b+1] of q and o, (total_q, H, d), and cu_k[b] .. of k and v; the grid's x covers the
+// longest sequence and the tiles past a shorter one's rows return at once; N_q and N_k are per sequence
+// (the causal diagonal too, bottom-right in each); the LSE is (H, total_q).  The arguments N_q and N_k
+// are then total_q and total_k; the batch strides are unused.
 #pragma once
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
 
 namespace iom {
 
-template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL>
+template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
+          bool IS_VARLEN = false>
 __global__ void __launch_bounds__(WARPS * 32, 1)
 flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, float* __restrict__ lse,
@@ -35,7 +42,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                  i64 k_sb, i64 k_sh, i64 k_sn,
                  i64 v_sb, i64 v_sh, i64 v_sn,
                  i64 o_sb, i64 o_sh, i64 o_sn,
-                 int H, int group, int N_q, int N_k, float scale_log2, float scale) {
+                 int H, int group, int N_q_arg, int N_k_arg, float scale_log2, float scale,
+                 const int* __restrict__ cu_q, const int* __restrict__ cu_k) {
     constexpr int THREADS = WARPS * 32;
     constexpr int ROWS_PER_WARP = BLOCK_M / WARPS;
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
@@ -59,13 +67,24 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int b = blockIdx.z;
     const int hk = h / group;
     const int m0 = m_block * BLOCK_M;
+    int N_q = N_q_arg, N_k = N_k_arg;
+    i64 q_at = (i64)b * q_sb, k_at = (i64)b * k_sb, v_at = (i64)b * v_sb, o_at = (i64)b * o_sb;
+    i64 l_at = ((i64)b * H + h) * N_q;
+    if constexpr (IS_VARLEN) {
+        const int q0 = cu_q[b], k0 = cu_k[b];
+        N_q = cu_q[b + 1] - q0;
+        N_k = cu_k[b + 1] - k0;
+        if (m0 >= N_q) return;   // a tile past this sequence's rows
+        q_at = (i64)q0 * q_sn, k_at = (i64)k0 * k_sn, v_at = (i64)k0 * v_sn, o_at = (i64)q0 * o_sn;
+        l_at = (i64)h * N_q_arg + q0;
+    }
     const int diag = N_k - N_q;   // key j is visible from query i iff j <= i + diag (causal)
 
-    const T* qg = q + (i64)b * q_sb + (i64)h * q_sh;
-    const T* kg = k + (i64)b * k_sb + (i64)hk * k_sh;
-    const T* vg = v + (i64)b * v_sb + (i64)hk * v_sh;
-    T* og = o + (i64)b * o_sb + (i64)h * o_sh;
-    float* lg = lse + ((i64)b * H + h) * N_q;
+    const T* qg = q + q_at + (i64)h * q_sh;
+    const T* kg = k + k_at + (i64)hk * k_sh;
+    const T* vg = v + v_at + (i64)hk * v_sh;
+    T* og = o + o_at + (i64)h * o_sh;
+    float* lg = lse + l_at;
 
     int n_blocks = (N_k + BLOCK_N - 1) / BLOCK_N;
     if (IS_CAUSAL) {

@@ -30,7 +30,7 @@
 namespace sm90 {
 
 template <int kBlockM_, int kBlockN_, int kStages_, int kHeadDim_, int kConsumers_, bool kBF16_,
-          bool kCausal_>
+          bool kCausal_, bool kVarlen_ = false>
 struct FwdTraits {
     static constexpr int kBlockM = kBlockM_;
     static constexpr int kBlockN = kBlockN_;
@@ -39,13 +39,19 @@ struct FwdTraits {
     static constexpr int kConsumers = kConsumers_;
     static constexpr bool kBF16 = kBF16_;
     static constexpr bool kCausal = kCausal_;
+    // Packed variable-length batches (FlashAttention's varlen layout): sequence b is rows cu_q[b] ..
+    // cu_q[b+1] of Q and O (total_q, H, d) and cu_k[b] .. of K and V; the tiles cover the longest
+    // sequence, and a tile past a shorter one's rows is empty.
+    static constexpr bool kVarlen = kVarlen_;
     // Causal tiles differ in length: the producer claims them one by one from a global counter (a
     // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
     // walks a fixed list of tiles.  (At d = 256 the slot's registers would spill: fixed list.)
+    // Varlen batches too: their tiles past a short sequence's rows are skipped by the producer alone,
+    // and the real ones (few and uneven) are balanced by the claims.
 #ifdef SM90_STATIC_SCHEDULE
     static constexpr bool kDynamic = false;
 #else
-    static constexpr bool kDynamic = kCausal && kHeadDim_ <= 128;
+    static constexpr bool kDynamic = (kCausal || kVarlen_) && kHeadDim_ <= 128;
 #endif
 
     // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 the extra live
@@ -158,6 +164,21 @@ __device__ __forceinline__ void rescale_o(float (&o)[T::kHeadDim / 2], const flo
     }
 }
 
+// A tile's sequence: its first query and key rows in the tensors and its lengths (dense: every sequence
+// is N_q x N_k at row 0 of its own batch entry; varlen: read from the cumulative lengths).
+struct Seq {
+    int q0, k0, n_q, n_k;
+};
+template <class T>
+__device__ __forceinline__ Seq seq_of(int b, int N_q, int N_k, const int* cu_q, const int* cu_k) {
+    if constexpr (T::kVarlen) {
+        const int q0 = cu_q[b], k0 = cu_k[b];
+        return {q0, k0, cu_q[b + 1] - q0, cu_k[b + 1] - k0};
+    } else {
+        return {0, 0, N_q, N_k};
+    }
+}
+
 // Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Without masking all tiles cost the
 // same and the tiles of one head are adjacent (the CTAs running together share K/V in L2).  With
 // causal masking tiles are ordered longest first (largest m_block first) within sections of `sec`
@@ -166,8 +187,11 @@ __device__ __forceinline__ void rescale_o(float (&o)[T::kHeadDim / 2], const flo
 template <class T>
 struct TileInfo {
     int m_block, h, b, n_blocks;
-    __device__ __forceinline__ TileInfo() : m_block(-1), h(0), b(0), n_blocks(0) {}
-    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q, int N_k, int sec) {
+    int q0, k0;   // the sequence's first rows (varlen; 0 otherwise)
+    bool past;    // varlen: the tile lies past its sequence's rows (nothing to compute or write)
+    __device__ __forceinline__ TileInfo() : m_block(-1), h(0), b(0), n_blocks(0), q0(0), k0(0), past(false) {}
+    __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q_all, int N_k_all, int sec,
+                                        const int* cu_q, const int* cu_k) {
         int hb;
         if constexpr (T::kCausal) {
             const int base = (t / (sec * num_m)) * sec;                 // first head of t's section
@@ -182,6 +206,10 @@ struct TileInfo {
         }
         h = hb % H;
         b = hb / H;
+        const Seq sq = seq_of<T>(b, N_q_all, N_k_all, cu_q, cu_k);
+        const int N_q = sq.n_q, N_k = sq.n_k;
+        q0 = sq.q0;
+        k0 = sq.k0;
         n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
         if constexpr (T::kCausal) {
             int last = (m_block + 1) * T::kBlockM - 1 + (N_k - N_q);
@@ -189,6 +217,8 @@ struct TileInfo {
             const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
             n_blocks = nb < n_blocks ? nb : n_blocks;
         }
+        past = T::kVarlen && m_block * T::kBlockM >= N_q;
+        if (past) n_blocks = 0;
     }
 };
 
@@ -225,7 +255,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                const TmaDesc& tmV, u16* __restrict__ O,
                                                float* __restrict__ L, int B, int H, int H_kv,
                                                int N_q, int N_k, float scale_log2, int sec,
-                                               int* __restrict__ counter) {
+                                               int* __restrict__ counter, const int* __restrict__ cu_q,
+                                               const int* __restrict__ cu_k, int total_q) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -246,7 +277,6 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
     const int num_tiles = num_m * H * B;
     const int group = H / H_kv;
-    const int offset = N_k - N_q;  // causal: query row i sees keys j <= i + offset
 
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
     if (threadIdx.x == 0) {
@@ -279,8 +309,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_arrive_expect_tx(fullQ, T::kBytesQ);
 #pragma unroll
                 for (int db = 0; db < T::kDBlocks; ++db)
-                    tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64, ti.m_block * T::kBlockM,
-                                ti.h, ti.b);
+                    tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
+                                ti.q0 + ti.m_block * T::kBlockM, ti.h, T::kVarlen ? 0 : ti.b);
                 for (int it = 0; it < ti.n_blocks; ++it) {
                     const int n = ti.n_blocks - 1 - it;
                     mbar_wait(emptyK(stage), phase ^ 1);
@@ -288,13 +318,13 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 #pragma unroll
                     for (int db = 0; db < T::kDBlocks; ++db)
                         tma_load_4d(sK + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmK, fullK(stage),
-                                    db * 64, n * T::kBlockN, h_kv, ti.b);
+                                    db * 64, ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
                     mbar_wait(emptyV(stage), phase ^ 1);
                     mbar_arrive_expect_tx(fullV(stage), T::kBytesKV);
 #pragma unroll
                     for (int db = 0; db < T::kDBlocks; ++db)
                         tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
-                                    db * 64, n * T::kBlockN, h_kv, ti.b);
+                                    db * 64, ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
                     next_stage<S>(stage, phase);
                 }
             };
@@ -304,8 +334,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     // decode this tile and claim the next before waiting, so Q goes out right after
                     const bool done = t >= num_tiles;
                     TileInfo<T> ti;
-                    if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec);
+                    if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
                     const int t_next = done ? t : claim_tile(counter);
+                    if (T::kVarlen && !done && ti.past) {   // the consumers never see it
+                        t = t_next;
+                        continue;
+                    }
                     mbar_wait(emptyQ, q_phase ^ 1);  // consumers are done with the slot and (last S) with Q
                     q_phase ^= 1;
                     st_slot(slot, ti.m_block, ti.h, ti.b, ti.n_blocks);
@@ -323,7 +357,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
                     const int t = tile_of_round<T>(k, num_tiles);
                     if (t < 0) continue;
-                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec);
+                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
                     if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
                     mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
                     load_tile(ti);
@@ -364,19 +398,22 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 if (k * int(gridDim.x) >= num_tiles) break;
                 const int t = tile_of_round<T>(k, num_tiles);
                 if (t < 0) continue;
-                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec);
+                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
             }
             const int n_blocks = ti.n_blocks;
+            const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);   // this tile's sequence
+            const int n_q = sq.n_q, n_k = sq.n_k;
+            const int offset = n_k - n_q;  // causal: query row i sees keys j <= i + offset
             const int wg_row_min = ti.m_block * T::kBlockM + cw * 64;      // this warpgroup's rows
             const int row0 = wg_row_min + warp * 16 + lane / 4;  // and row0 + 8
             // The chunks this warpgroup computes: none when all its rows lie past N_q (the tail tile);
             // with causal masking, none above its own diagonal.  The tile's chunks above that (visited
             // first) it only releases, so the other warpgroups get the tensor cores and issue slots.
             int n_own = n_blocks;
-            if (wg_row_min >= N_q) {
+            if (wg_row_min >= n_q) {
                 n_own = 0;
             } else if constexpr (T::kCausal) {
-                const int last_key = (wg_row_min + 63 < N_q ? wg_row_min + 63 : N_q - 1) + offset;
+                const int last_key = (wg_row_min + 63 < n_q ? wg_row_min + 63 : n_q - 1) + offset;
                 const int nb = last_key < 0 ? 0 : last_key / T::kBlockN + 1;
                 n_own = nb < n_blocks ? nb : n_blocks;
             }
@@ -414,7 +451,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 u32 p[T::kBlockN / 4];
                 float alpha[2];
                 auto need_mask = [&](int n) {
-                    return (n + 1) * T::kBlockN > N_k ||
+                    return (n + 1) * T::kBlockN > n_k ||
                            (T::kCausal && (n + 1) * T::kBlockN - 1 > wg_row_min + offset);
                 };
 
@@ -432,7 +469,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
                     if (n_own == 1) mbar_arrive(emptyQ);
-                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
@@ -458,7 +495,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
                     if (it == n_own - 1) mbar_arrive(emptyQ);
-                    if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, N_k, offset);
+                    if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
@@ -498,8 +535,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = row0 + 8 * r;
-                if (row < N_q) {
-                    u16* out = O + (bh * N_q + row) * T::kHeadDim + 2 * (lane % 4);
+                if (row < n_q) {
+                    // dense: O (B, H, N_q, d), L (B, H, N_q); varlen: O (total_q, H, d), L (H, total_q)
+                    const size_t o_row = T::kVarlen ? (size_t(sq.q0) + row) * H + ti.h : bh * N_q + row;
+                    const size_t l_at = T::kVarlen ? size_t(ti.h) * total_q + sq.q0 + row : bh * N_q + row;
+                    u16* out = O + o_row * T::kHeadDim + 2 * (lane % 4);
 #pragma unroll
                     for (int i = 0; i < T::kHeadDim / 8; ++i) {
                         const u32 v =
@@ -507,7 +547,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         *reinterpret_cast<u32*>(out + 8 * i) = v;
                     }
                     if (L != nullptr && (lane % 4) == 0)
-                        L[bh * N_q + row] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
+                        L[l_at] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
                 }
             }
         }
@@ -521,6 +561,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
 //        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
-//        int N_k, float scale_log2, int sec, int* counter) { sm90::flash_fwd_sm90<T>(tmQ, ..., counter); }
+//        int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q)
+//        { sm90::flash_fwd_sm90<T>(tmQ, ..., counter, cu_q, cu_k, total_q); }
 // launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs; counter: a zeroed
 // int (dynamic schedule, causal) or null.

@@ -48,7 +48,7 @@ def test_kernel_source_inlines_includes():
 
 def test_template_ids():
     assert (codegen.flash_sm80_kernel(FlashConfig(128, 64, 4, 2, 128), "bf16", False)
-            == "iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false>")
+            == "iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>")
     assert codegen.unfused_kernels(MatmulConfig(128, 128, 32, 4, 3), "fp16") == (
         "iom::matmul_kernel<iom::fp16, 128, 128, 32, 4, 3, true, true>",
         "iom::softmax_rows_kernel<iom::fp16>",

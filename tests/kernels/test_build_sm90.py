@@ -50,9 +50,12 @@ def test_kernel_text():
     assert name == "flash_fwd_sm90_m128n128s2d128c2_bf16_causal"
     unit = codegen.sm90_unit([(cfg, "bf16", True), (cfg, "fp16", False)])
     assert unit.startswith('#include "flash_fwd_sm90.cuh"\n')
-    assert "sm90::FwdTraits<128, 128, 2, 128, 2, true, true>" in unit
-    assert "sm90::FwdTraits<128, 128, 2, 128, 2, false, false>" in unit
+    assert "sm90::FwdTraits<128, 128, 2, 128, 2, true, true, false>" in unit
+    assert "sm90::FwdTraits<128, 128, 2, 128, 2, false, false, false>" in unit
     assert unit.count('extern "C" __global__') == 2
+    # the packed variable-length form: its own name and traits
+    assert codegen.sm90_kernel(cfg, "bf16", True, varlen=True) == "flash_fwd_sm90_m128n128s2d128c2_bf16_causal_varlen"
+    assert "sm90::FwdTraits<128, 128, 2, 128, 2, true, true, true>" in codegen.sm90_unit([(cfg, "bf16", True, True)])
     with pytest.raises(ValueError, match="dtype"):
         codegen.sm90_kernel(cfg, "fp8", False)
 
@@ -61,14 +64,15 @@ def test_wgmma_header_in_sync():
     assert (codegen.CSRC / codegen.WGMMA_HEADER).read_text() == codegen.wgmma_header_text()
 
 
-@pytest.fixture(scope="module")
-def report():
-    return reports.sm90_resources()
+@pytest.fixture(scope="module", params=(False, True), ids=("dense", "varlen"))
+def report(request):
+    return reports.sm90_resources(varlen=request.param)
 
 
 @needs_nvcc
 @pytest.mark.slow
 def test_every_shipped_config_builds_clean(report):
+    """Both forms: the dense kernel and the packed variable-length one."""
     names = [k for k in report if not k.startswith("_")]
     assert len(names) == len(SHIPPED) * 2 * 2
     for name in names:
