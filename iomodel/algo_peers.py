@@ -21,6 +21,16 @@ same phase: our ``flash_decode_sm80`` (``DECODE_KERNELS``) and SDPA's backends o
 forward, so its rows say ``"pass": "fwd"``).  Their shape is the attention form ``{"B", "H", "H_kv",
 "N_q", "N_k", "d", "causal", "dtype"}`` (``N_k`` keys in the cache, all of them live), plus
 ``"page_size"`` for a paged cache; FLOPs the attention forward's, 4BHN_qN_kd (causal: the live pairs).
+
+Variable-length prefill (packed sequences back to back, ``validation/varlen.py``) has its rows there too:
+our varlen kernel (``VARLEN_KERNELS``: ``flash_varlen_sm80``, the mma.sync forward in its varlen form,
+and ``flash_varlen``, the family the model picks, flash_sm90 on an H100), our dense forward on the same
+tokens as a batch of equal sequences (``VARLEN_DENSE``) and PyTorch's native varlen forwards
+(``VARLEN_PEERS``), all ``"pass": "fwd"``.  Their shape is ``{"B", "H", "H_kv", "T", "N_max", "d",
+"causal", "dtype", "seqlens", "layout"}`` (B sequences of ``seqlens`` tokens each, N_q = N_k per
+sequence, T tokens in all, the longest N_max; ``layout`` "packed" or "dense"; our rows also the
+``backend`` whose families they run, "sm80" or "auto"); FLOPs the sum over sequences of the attention
+forward's (``varlen_flops``), so a packed row and a dense row compare in TFLOP/s.
 Nothing here imports torch.
 """
 from __future__ import annotations
@@ -32,7 +42,9 @@ from .problems import conventional_flops
 __all__ = ["ALGO_PEERS", "BACKWARD_KERNELS", "DETERMINISTIC_KERNELS", "DECODE", "DECODE_FAMILY", "DECODE_KERNELS",
            "DECODE_PEERS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of", "algo_flops", "algo_shape_label", "algo_prediction",
            "attention_shape", "decode_family", "decode_model_shape", "decode_prediction",
-           "default_pass"]
+           "default_pass", "VARLEN", "VARLEN_FAMILY", "VARLEN_KERNELS", "VARLEN_DENSE", "VARLEN_PEERS",
+           "VARLEN_BASE_FAMILY", "varlen_seqlens", "varlen_sequence_shape", "varlen_dense_shape", "varlen_flops",
+           "varlen_dense_families", "varlen_prediction"]
 
 #: peer kernel -> the library algorithm it runs
 ALGO_PEERS = {"torch_matmul": "matmul", "torch_cross_entropy": "cross-entropy", "torch_mlp": "mlp",
@@ -52,12 +64,29 @@ DECODE_KERNELS = (DECODE_FAMILY,)
 #: algorithms' peers of issue 14, whose committed runs hold exactly those)
 DECODE_PEERS = {"sdpa_flash_decode": "FLASH_ATTENTION", "sdpa_cudnn_decode": "CUDNN_ATTENTION",
                 "sdpa_efficient_decode": "EFFICIENT_ATTENTION"}
+VARLEN = "varlen"   # the algorithm of the variable-length prefill rows (and the name ``--only`` takes)
+#: our varlen kernel's name in results (``kernels.flash_attention_varlen`` with a flash_sm80 FlashConfig:
+#: the mma.sync forward in its varlen form)
+VARLEN_FAMILY = "flash_varlen_sm80"
+#: our varlen rows -> the backend whose families their config comes from: flash_sm80's, or the model's
+#: pick over the forward families this GPU runs (flash_sm90's varlen form on an H100)
+VARLEN_KERNELS = {VARLEN_FAMILY: "sm80", "flash_varlen": "auto"}
+#: the family whose dense model predicts each sequence of a packed row without a backend (the peers')
+VARLEN_BASE_FAMILY = "flash_sm80"
+#: our dense forward on the same tokens (``kernels.flash_attention``) -> the ``backend`` it is called with;
+#: each is the dense twin of the varlen row of the same backend
+VARLEN_DENSE = {"flash_dense_sm80": "sm80", "flash_dense": "auto"}
+#: PyTorch's forwards that take packed sequences natively -> what they call
+VARLEN_PEERS = {"torch_varlen_attn": "torch.nn.attention.varlen.varlen_attn",
+                "sdpa_flash_nested": "F.scaled_dot_product_attention on nested (jagged) tensors, FLASH_ATTENTION"}
 #: every kernel of the algorithm phase (``--algo-peers`` takes these names) -> the algorithm it runs
 ALGO_KERNELS = {**ALGO_PEERS, **{k: "attention-backward" for k in BACKWARD_KERNELS},
-                **{k: DECODE for k in (*DECODE_KERNELS, *DECODE_PEERS)}}
+                **{k: DECODE for k in (*DECODE_KERNELS, *DECODE_PEERS)},
+                **{k: VARLEN for k in (*VARLEN_KERNELS, *VARLEN_DENSE, *VARLEN_PEERS)}}
 #: algorithm -> the size names of its shape, in label order
 ALGO_SIZES = {"matmul": ("M", "N", "K"), "cross-entropy": ("T", "D", "V"), "mlp": ("T", "D", "F"),
-              "attention-backward": ("B", "H", "N", "M", "d"), DECODE: ("B", "H", "H_kv", "N_q", "N_k", "d")}
+              "attention-backward": ("B", "H", "N", "M", "d"), DECODE: ("B", "H", "H_kv", "N_q", "N_k", "d"),
+              VARLEN: ("B", "H", "H_kv", "T", "N_max", "d")}
 
 
 def algo_of(kernel: str) -> str | None:
@@ -70,7 +99,7 @@ def default_pass(kernel: str) -> str | None:
     attention backward's rows, ``"fwd"`` for the attention rows (every file before the field held only
     forward attention rows), None for matmul, cross-entropy and the MLP (no attention pass)."""
     algo = algo_of(kernel)
-    if algo is None or algo == DECODE:   # a decode is an attention forward over a cache
+    if algo is None or algo in (DECODE, VARLEN):   # decode and varlen are attention forwards
         return "fwd"
     return "bwd" if algo == "attention-backward" else None
 
@@ -110,14 +139,22 @@ def algo_flops(algo: str, shape: Mapping[str, Any]) -> float:
         return conventional_flops(attention_shape(shape), "attention-backward")
     if algo == DECODE:
         return conventional_flops(decode_model_shape(shape))
+    if algo == VARLEN:
+        return varlen_flops(shape)
     raise ValueError(f"unknown algorithm {algo!r}; known: {', '.join(ALGO_SIZES)}")
 
 
 def algo_shape_label(shape: Mapping[str, Any]) -> str | None:
     """``M8192 N8192 K8192`` (the dtype when not bf16), or None when the shape is no algorithm's (decode
-    shapes are in the attention form, which ``iomodel.results.shape_label`` writes)."""
+    shapes are in the attention form, which ``iomodel.results.shape_label`` writes); a varlen shape as
+    ``packed B32 T51746 Nmax6524 H32/8 d128 causal``."""
+    if all(k in shape for k in ALGO_SIZES[VARLEN]):
+        kv = "" if shape["H_kv"] == shape["H"] else f"/{shape['H_kv']}"
+        dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
+        return (f"{shape.get('layout', 'packed')} B{shape['B']} T{shape['T']} Nmax{shape['N_max']} H{shape['H']}{kv} "
+                f"d{shape['d']}" + (" causal" if shape.get("causal") else "") + dt)
     for algo, sizes in ALGO_SIZES.items():
-        if algo == DECODE:
+        if algo in (DECODE, VARLEN):
             continue
         if all(k in shape for k in sizes):
             dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
@@ -130,7 +167,7 @@ def algo_prediction(algo: str, gpu_key: str, shape: Mapping[str, Any]) -> tuple[
     ``iomodel.algorithms.best_prediction`` where that imports; (None, None) where it does not (yet).
     The library's backward diagrams behind ``best_prediction`` are not causal, so a causal backward
     is the best of the ``flash_bwd_sm80`` family's search (``iomodel.tiles.search``) instead.  A
-    decode shape gets ``decode_prediction``."""
+    decode shape gets ``decode_prediction``, a varlen shape ``varlen_prediction``."""
     try:
         from .algorithms import best_prediction  # type: ignore[import-not-found]
     except ImportError:
@@ -138,6 +175,8 @@ def algo_prediction(algo: str, gpu_key: str, shape: Mapping[str, Any]) -> tuple[
     try:
         if algo == DECODE:
             pred = decode_prediction(gpu_key, shape)
+        elif algo == VARLEN:
+            pred = varlen_prediction(gpu_key, shape)
         elif algo == "attention-backward" and shape.get("causal"):
             from .tiles import search
 
@@ -178,3 +217,107 @@ def decode_prediction(gpu, shape: Mapping[str, Any], calibration="auto"):
     sizes = {"B": shape["B"], "Hk": shape["H_kv"], "g": shape["H"] // shape["H_kv"], "N": shape["N_q"],
              "M": shape["N_k"], "d": shape["d"], "dtype": shape.get("dtype", "bf16")}
     return best_prediction("attention-split-kv", gpu, sizes, calibration)
+
+
+# --------------------------------------------------------------------------- variable-length prefill
+
+def varlen_seqlens(shape: Mapping[str, Any]) -> list[int]:
+    """Every sequence's length (N_q = N_k): ``seqlens``, or B sequences of N_max where a shape has none."""
+    lens = shape.get("seqlens")
+    return [int(n) for n in lens] if lens is not None else [int(shape["N_max"])] * int(shape["B"])
+
+
+def varlen_sequence_shape(shape: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """One sequence of ``n`` tokens of a varlen shape, in the attention form with B = 1 (causal is
+    bottom-right, which is top-left at N_q = N_k)."""
+    return {"B": 1, "H": shape["H"], "H_kv": shape.get("H_kv", shape["H"]), "N_q": n, "N_k": n, "d": shape["d"],
+            "causal": bool(shape.get("causal", False)), "dtype": shape.get("dtype", "bf16")}
+
+
+def varlen_dense_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
+    """A dense row's batch (B sequences of N_max) in the attention form the dense families take."""
+    return {**varlen_sequence_shape(shape, int(shape["N_max"])), "B": int(shape["B"])}
+
+
+def varlen_flops(shape: Mapping[str, Any]) -> float:
+    """The conventional forward FLOPs summed over the sequences (4 H n^2 d each, halved causal): a
+    packed row and a dense row of the same tokens count alike."""
+    return float(sum(conventional_flops(varlen_sequence_shape(shape, n)) for n in varlen_seqlens(shape) if n > 0))
+
+
+def varlen_dense_families(backend: str, gpu) -> list[str]:
+    """The families ``kernels.flash_attention`` picks among for ``backend``: flash_sm80 for "sm80",
+    and for "auto" flash_sm90 too where the GPU is sm_90 (the wgmma kernel runs there only)."""
+    if backend == "sm80":
+        return ["flash_sm80"]
+    if backend == "sm90":
+        return ["flash_sm90"]
+    from .hardware import resolve_gpu
+
+    return ["flash_sm80"] + (["flash_sm90"] if tuple(resolve_gpu(gpu).compute_capability) == (9, 0) else [])
+
+
+def _compact(pred, method: str, flops: float, time_s: float, config: str | None) -> dict[str, Any]:
+    return {"time_s": time_s, "tflops": flops / time_s / 1e12, "flops": flops, "bottleneck": pred.bottleneck,
+            "feasible": True, "kernel": pred.kernel, "config": config, "method": method}
+
+
+def _config_family(config, names: list[str]) -> str:
+    """The family among ``names`` whose config type ``config`` is (a dict: flash_sm90's with consumers)."""
+    from . import families
+
+    if isinstance(config, Mapping):
+        want = "flash_sm90" if "consumers" in config else "flash_sm80"
+        return want if want in names else names[0]
+    return next((n for n in names if isinstance(config, families.get(n).config_type)), names[0])
+
+
+def _sequence_predictions(gpu, shape: Mapping[str, Any], calibration, config) -> list[tuple[Any, int]]:
+    """(prediction, count) for each distinct non-empty sequence length: the chooser's pick over the
+    families of the shape's ``backend`` (flash_sm80 without one), or ``config`` (one config for every
+    sequence, as one varlen launch runs)."""
+    from collections import Counter
+
+    from .api import predict
+    from .chooser import choose
+    from .errors import ModelError
+
+    fams = varlen_dense_families(shape["backend"], gpu) if shape.get("backend") else [VARLEN_BASE_FAMILY]
+    out = []
+    for n, count in sorted(Counter(n for n in varlen_seqlens(shape) if n > 0).items()):
+        s = varlen_sequence_shape(shape, n)
+        p = (choose(fams, gpu, s, calibration) if config is None
+             else predict(_config_family(config, fams), gpu, s, config, calibration))
+        if not p.feasible or not p.time_s > 0:
+            raise ModelError(f"{p.kernel} is infeasible for a sequence of {n}: {p.reason or '?'}")
+        out.append((p, count))
+    return out
+
+
+def varlen_prediction(gpu, shape: Mapping[str, Any], calibration="auto", config=None) -> dict[str, Any]:
+    """The model's time of a varlen row, as a compact prediction dict with its ``method`` named.
+
+    A dense row (``layout`` "dense"): the chooser's pick over the families its ``backend`` runs for the
+    batch, what the harness runs it with.  A packed row: the sum over its sequences of the dense
+    prediction of each sequence alone (B = 1), by ``flash_sm80`` (the peers'; our rows' by the families
+    of their ``backend``), at ``config`` (our kernel's) or at the chooser's pick for each sequence (None:
+    the peers', and what ``iomodel validate`` recomputes).  The sum ignores that one varlen launch shares
+    its waves among the sequences, so short sequences weigh more in it than on the GPU.  Raises
+    ModelError when nothing fits."""
+    from . import families
+    from .chooser import choose
+
+    flops = varlen_flops(shape)
+    if shape.get("layout") == "dense":
+        fams = varlen_dense_families(shape.get("backend", "auto"), gpu)
+        p = choose(fams, gpu, varlen_dense_shape(shape), calibration)
+        label = families.get(p.kernel).label(p.config)
+        return _compact(p, f"dense batch: the chooser's pick over {', '.join(fams)}", flops, p.time_s, label)
+    preds = _sequence_predictions(gpu, shape, calibration, config)
+    total = sum(p.time_s * c for p, c in preds)
+    labels = {families.get(p.kernel).label(p.config) for p, _c in preds}
+    kernels = sorted({p.kernel for p, _c in preds})
+    at = "the given config" if config is not None else "the chooser's pick for each sequence"
+    slowest = max(preds, key=lambda pc: pc[0].time_s * pc[1])[0]
+    return _compact(slowest, f"sum over sequences of {'/'.join(kernels)} (B=1) at {at}", flops, total,
+                    labels.pop() if len(labels) == 1 else "per sequence")

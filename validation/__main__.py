@@ -27,7 +27,8 @@ EXAMPLES = ("examples:\n  python -m validation run                      # every 
             "  python -m validation run --quick --only flash_sm90,peers --out run.json\n"
             "  python -m validation run --dry-run --json     # no torch, no GPU: the sweep with fake kernels\n"
             "  python -m validation run --no-ceilings --calibration h100-sxm --shape 8192:128:causal\n"
-            "  python -m validation run --only decode      # decode over a KV cache: ours and SDPA's, a read roof\n")
+            "  python -m validation run --only decode      # decode over a KV cache: ours and SDPA's, a read roof\n"
+            "  python -m validation run --only varlen      # packed variable-length prefill: ours, dense, torch's\n")
 # the head dims some shipped kernel runs (the sweep's families)
 HEAD_DIMS = sorted({d for f in _registry.FAMILIES.values() if f.problem == "attention" and f.shipped
                     for d in f.head_dims})
@@ -104,13 +105,16 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--only", type=_parse_only, default=DEFAULT_ONLY, metavar="LIST",
                    help=f"comma list of {','.join(ONLY_CHOICES)} (default: {','.join(DEFAULT_ONLY)}, the "
                         "attention sweep; algorithms: torch.matmul, cross-entropy, an MLP and the attention "
-                        "backward as PyTorch runs them, our backward kernels beside them, and decode; decode: "
-                        "the decode rows alone, our flash_decode_sm80 and SDPA's backends over a KV cache)")
+                        "backward as PyTorch runs them, our backward kernels beside them, decode and varlen; "
+                        "decode: the decode rows alone, our flash_decode_sm80 and SDPA's backends over a KV "
+                        "cache; varlen: the variable-length prefill rows alone, our flash_varlen_sm80 and flash_varlen "
+                        "beside our dense forward on the same tokens and torch's varlen forwards)")
     r.add_argument("--algo-peers", type=_parse_algo_peers, default=None, metavar="LIST",
-                   help="with --only algorithms (or decode): run only these kernels' rows (comma list of peers "
-                        "and flash_bwd_sm80, flash_bwd_sm80_deterministic, flash_bwd_sm90, "
+                   help="with --only algorithms (or decode, varlen): run only these kernels' rows (comma list of "
+                        "peers and flash_bwd_sm80, flash_bwd_sm80_deterministic, flash_bwd_sm90, "
                         "flash_bwd_sm90_deterministic (sm_90 only), flash_decode_sm80, sdpa_flash_decode, "
-                        "sdpa_cudnn_decode, sdpa_efficient_decode; default: all)")
+                        "sdpa_cudnn_decode, sdpa_efficient_decode, flash_varlen_sm80, flash_varlen, "
+                        "flash_dense_sm80, flash_dense, torch_varlen_attn, sdpa_flash_nested; default: all)")
     r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")
@@ -160,16 +164,23 @@ def _check_options(args) -> None:
     if args.calibration == "none":
         raise UsageError("--calibration none: a run always predicts with a calibration (auto, a key or a path)")
     if args.algo_peers is not None and "algorithms" not in args.only:
-        if "decode" not in args.only:
-            raise UsageError("--algo-peers not used without algorithms or decode in --only")
-        from iomodel.algo_peers import DECODE, algo_of
-
-        if not any(algo_of(k) == DECODE for k in args.algo_peers):   # --only decode runs no other rows
-            raise UsageError("--algo-peers with --only decode names no decode kernel (flash_decode_sm80, "
-                             "sdpa_flash_decode, sdpa_cudnn_decode, sdpa_efficient_decode)")
+        _check_algo_peers(args.only, args.algo_peers)
     if args.calibration_out is not None and args.no_ceilings:
         raise UsageError("--calibration-out not used with --no-ceilings (no ceilings, no calibration to write)")
     check_force(args)
+
+
+def _check_algo_peers(only, algo_peers) -> None:
+    """--algo-peers without ``algorithms`` in --only: ``decode`` or ``varlen`` must be there, and the list
+    must name one of their kernels (they run no other rows)."""
+    from iomodel.algo_peers import ALGO_KERNELS, algo_of
+
+    algos = [a for a in ("decode", "varlen") if a in only]
+    if not algos:
+        raise UsageError("--algo-peers not used without algorithms, decode or varlen in --only")
+    if not any(algo_of(k) in algos for k in algo_peers):
+        names = ", ".join(k for k, a in ALGO_KERNELS.items() if a in algos)
+        raise UsageError(f"--algo-peers with --only {','.join(algos)} names no {' or '.join(algos)} kernel ({names})")
 
 
 def _torch_env():
@@ -240,10 +251,11 @@ def _summary(results, as_json: bool) -> None:
     else:
         print(format_report(report))
     from .decode import decode_table
+    from .varlen import varlen_table
 
-    table = decode_table(results)
-    if table:   # after the report; beside --json's report on stdout, on stderr
-        print(table, file=sys.stderr if as_json else sys.stdout)
+    for table in (decode_table(results), varlen_table(results)):
+        if table:   # after the report; beside --json's report on stdout, on stderr
+            print(table, file=sys.stderr if as_json else sys.stdout)
 
 
 def _cmd_run(args) -> int:

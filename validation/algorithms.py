@@ -16,7 +16,11 @@ algorithms timed as peers, each row checked against a float32 reference first.
   says why (``backward_skips``), as for the forward's ``flash_sm90``;
 * decode, last: ``flash_decode_sm80`` (``kernels.flash_attention_with_kvcache``) and SDPA's backends
   (``sdpa_flash_decode``, ``sdpa_cudnn_decode``, ``sdpa_efficient_decode``) over a KV cache, planned and
-  run by ``validation.decode`` (its rows of one shape timed together; ``--only decode`` runs them alone).
+  run by ``validation.decode`` (its rows of one shape timed together; ``--only decode`` runs them alone);
+* variable-length prefill, after decode: ``flash_varlen_sm80`` (``kernels.flash_attention_varlen``), our
+  dense forward on the same tokens (``flash_dense``, ``flash_dense_sm80``) and torch's native varlen
+  forwards (``torch_varlen_attn``, ``sdpa_flash_nested``), planned and run by ``validation.varlen``
+  (``--only varlen`` runs them alone).
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel import families
-from iomodel.algo_peers import (BACKWARD_KERNELS, DECODE, DETERMINISTIC_KERNELS, algo_flops, algo_of,
+from iomodel.algo_peers import (BACKWARD_KERNELS, DECODE, DETERMINISTIC_KERNELS, VARLEN, algo_flops, algo_of,
                                 algo_prediction, attention_shape, default_pass)
 from iomodel.results import ResultRow, config_label, shape_label
 
@@ -135,11 +139,13 @@ def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, .
                    algos: tuple[str, ...] | None = None) -> list[AlgoRow]:
     """Every row of the algorithm phase, matmul first, then the backward shape by shape: the three SDPA
     backends, each atomic kernel's shipped configs, each deterministic kernel's pick; then decode
-    (``validation.decode.decode_rows``).  ``peers``: only those kernels' rows (None: all); ``skip``:
-    kernels left out (``backward_skips``); ``algos``: only those algorithms' rows (None: all;
-    ``("decode",)`` for ``--only decode``); ``predictor`` (``validation.predictor.Predictor``) orders
-    our configs and picks the deterministic ones and our decode rows' (without it: the shipped order)."""
-    from .decode import decode_rows   # here: validation.decode builds on this module
+    (``validation.decode.decode_rows``), then varlen (``validation.varlen.varlen_rows``).  ``peers``: only
+    those kernels' rows (None: all); ``skip``: kernels left out (``backward_skips``); ``algos``: only those
+    algorithms' rows (None: all; ``("decode",)`` for ``--only decode``); ``predictor``
+    (``validation.predictor.Predictor``) orders our configs and picks the deterministic ones and our decode
+    and varlen rows' (without it: the shipped order, and the kernels pick their own)."""
+    from .decode import decode_rows   # here: validation.decode and validation.varlen build on this module
+    from .varlen import varlen_rows
 
     notes = notes if notes is not None else []
     rows = []
@@ -155,6 +161,8 @@ def algorithm_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, .
                          else [AlgoRow(kernel, shape)])
     if algos is None or DECODE in algos:
         rows += decode_rows(quick, dtype, peers, predictor, notes)
+    if algos is None or VARLEN in algos:
+        rows += varlen_rows(quick, dtype, peers, predictor, notes)
     return rows
 
 
@@ -210,19 +218,23 @@ def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
 
 
 def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
-    """Every algorithm row, numbered from ``first``: predict, check, time, save; the decode rows (last
-    in the plan) by ``validation.decode.run_decode``.  Never raises for a row (its record says why it
-    failed); the budget stops new rows as it stops the attention rows."""
+    """Every algorithm row, numbered from ``first``: predict, check, time, save; the decode rows and then
+    the varlen rows (last in the plan, in that order) by ``validation.decode.run_decode`` and
+    ``validation.varlen.run_varlen``.  Never raises for a row (its record says why it failed); the budget
+    stops new rows as it stops the attention rows."""
     from .decode import run_decode
+    from .varlen import run_varlen
 
     decode = [r for r in rows if algo_of(r.kernel) == DECODE]
-    rows = [r for r in rows if algo_of(r.kernel) != DECODE]
+    varlen = [r for r in rows if algo_of(r.kernel) == VARLEN]
+    rows = [r for r in rows if algo_of(r.kernel) not in (DECODE, VARLEN)]
     _run_rows(run, rows, first, seed)
     run_decode(run, decode, first + len(rows), seed)
+    run_varlen(run, varlen, first + len(rows) + len(decode), seed)
 
 
 def _run_rows(run, rows: list[AlgoRow], first: int, seed: int) -> None:
-    """The algorithm rows other than decode's, one after the other, each timed alone."""
+    """The algorithm rows other than decode's and varlen's, one after the other, each timed alone."""
     impl = None
     for i, row in enumerate(rows, first):
         rec = new_record(row, default_pass(row.kernel))   # "bwd" for the backward, none for matmul etc.

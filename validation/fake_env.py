@@ -1,7 +1,7 @@
 """``FakeEnv``: the sweep's device on a CPU (``--dry-run``): fake ceilings, kernels, outputs and timer.
 
 The sweep is written against a small environment interface (``measure_ceilings``, ``families``,
-``peers``, ``algorithms``, ``decode``, ``make_inputs``, ``reference``, ``check``, ``memory_problem``,
+``peers``, ``algorithms``, ``decode``, ``varlen``, ``make_inputs``, ``reference``, ``check``, ``memory_problem``,
 ``checking``, ``sync``, ``release``, ``timer``); ``TorchEnv`` (validation/torch_env.py) is the real one.
 This one imports neither torch nor the kernels, so the sweep, the JSON and the statistics can be checked anywhere.
 """
@@ -12,14 +12,14 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from iomodel.accuracy import PEER_KERNELS
-from iomodel.algo_peers import DECODE_KERNELS, algo_flops, algo_of
+from iomodel.algo_peers import DECODE_KERNELS, VARLEN, VARLEN_PEERS, algo_flops, algo_of
 from iomodel.problems import conventional_flops
 from iomodel.results import config_dict, config_label
 
 from .plan import SWEEP_KERNELS, KernelFamily
 from .timing import FakeTimer
 
-__all__ = ["FakeEnv", "FakeAlgorithms", "FakeDecode"]
+__all__ = ["FakeEnv", "FakeAlgorithms", "FakeDecode", "FakeVarlen"]
 
 #: FLOP/s of each fake kernel at its best tiles
 _BASE_RATE = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
@@ -127,6 +127,50 @@ class FakeDecode:
         return err, math.isfinite(err)
 
 
+class FakeVarlen:
+    """The varlen rows in a dry run (``validation.varlen``): each kernel's time its row's FLOPs at a fixed
+    rate plus a launch (``SM90_RATE`` with a config of flash_sm90's); kernels in ``fail`` raise on every
+    call, those in ``refuse_gqa`` on GQA shapes (as a backend refusing the inputs), those in ``wrong``
+    are off by 5%."""
+
+    RATE = {"flash_varlen_sm80": 300e12, "flash_varlen": 300e12, "flash_dense": 330e12, "flash_dense_sm80": 330e12,
+            "torch_varlen_attn": 310e12, "sdpa_flash_nested": 290e12}
+    SM90_RATE = {"flash_varlen": 520e12, "flash_dense": 560e12}
+    LAUNCH_S = 10e-6
+
+    def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = (),
+                 refuse_gqa: Iterable[str] = ("sdpa_flash_nested",)):
+        self.fail, self.wrong, self.refuse_gqa = set(fail), set(wrong), set(refuse_gqa)
+        self.made: list[tuple] = []   # (packed shape, dense shape, nested, n_sets) of every make_inputs call
+
+    def make_inputs(self, shape, dense, nested: bool, n_sets: int, seed: int):
+        self.made.append((dict(shape), dict(dense) if dense else None, nested, n_sets))
+        return [({"shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
+
+    def reference(self, s):
+        return {"shape": s["shape"]}
+
+    def rate(self, kernel: str, config: Any = None) -> float:
+        return self.SM90_RATE[kernel] if "consumers" in config_dict(config) else self.RATE[kernel]
+
+    def runner(self, kernel: str, config: Any, shape) -> Callable[..., Any]:
+        row_shape = dict(shape)
+
+        def run(s):
+            if kernel in self.fail or (kernel in self.refuse_gqa and row_shape["H"] != row_shape["H_kv"]):
+                raise RuntimeError(f"fake: {kernel} does not take these inputs")
+            return {"time_s": self.LAUNCH_S + algo_flops(VARLEN, row_shape) / self.rate(kernel, config),
+                    "err": 0.05 if kernel in self.wrong else 2e-3}
+
+        if kernel in VARLEN_PEERS:
+            run.how = {"call": VARLEN_PEERS[kernel], "causal": "fake"}
+        return run
+
+    def check(self, kernel: str, fn: Callable[..., Any], inputs, ref) -> tuple[float, bool]:
+        err = fn(*inputs[0])["err"]
+        return err, math.isfinite(err)
+
+
 class FakeEnv:
     """CPU stand-in for the GPU: fake kernels, fake outputs, a fake timer.
 
@@ -157,6 +201,7 @@ class FakeEnv:
         self.fake_algorithms = FakeAlgorithms()
         # the decode peer of an unsupported forward peer refuses too (``sdpa_cudnn_decode`` by default)
         self.fake_decode = FakeDecode(spec, fail=[f"{p}_decode" for p in self.unsupported_peers])
+        self.fake_varlen = FakeVarlen()
 
     def measure_ceilings(self, spec, *, quick: bool = False, log=print):
         from .ceilings import CeilingResult
@@ -215,6 +260,9 @@ class FakeEnv:
 
     def decode(self) -> FakeDecode:
         return self.fake_decode
+
+    def varlen(self) -> FakeVarlen:
+        return self.fake_varlen
 
     def make_inputs(self, shape, n_sets: int, seed: int):
         return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]

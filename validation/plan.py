@@ -21,8 +21,8 @@ __all__ = ["SWEEP_KERNELS", "ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS",
 SWEEP_KERNELS = tuple(k for k in OUR_KERNELS if algo_of(k) is None)
 DEFAULT_ONLY = (*SWEEP_KERNELS, "peers")  # the attention sweep: what a run measures unless told
 # what ``--only`` may name: the algorithm phase (validation/algorithms.py), or its decode rows alone
-# (validation/decode.py)
-ONLY_CHOICES = (*DEFAULT_ONLY, "algorithms", "decode")
+# (validation/decode.py), or its variable-length prefill rows alone (validation/varlen.py)
+ONLY_CHOICES = (*DEFAULT_ONLY, "algorithms", "decode", "varlen")
 SWEEP_N = 4096          # every shipped config is timed at this sequence length
 TOKENS = 16384          # B * N
 HIDDEN = 2048           # H * d

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from iomodel.algo_peers import DECODE
+from iomodel.algo_peers import DECODE, VARLEN
 from iomodel.files import OutputError
 from iomodel.results import SCHEMA_VERSION, ResultRow, save_results, shape_key
 
@@ -149,11 +149,11 @@ def _calibrate(run: _Run):
 
 
 def _plan_algorithms(run: _Run) -> list:
-    """The algorithm phase's rows (``--only decode`` without ``algorithms``: its decode rows alone); our
-    backward kernels this device cannot run (the wgmma ones off sm_90) are left out and listed in
-    ``skipped_families``, as the attention sweep's families are."""
+    """The algorithm phase's rows (``--only decode`` or ``varlen`` without ``algorithms``: those rows
+    alone); our backward kernels this device cannot run (the wgmma ones off sm_90) are left out and listed
+    in ``skipped_families``, as the attention sweep's families are."""
     opts, results = run.opts, run.results
-    algos = None if ALGORITHMS in opts.only else (DECODE,)
+    algos = None if ALGORITHMS in opts.only else tuple(a for a in (DECODE, VARLEN) if a in opts.only)
     skip = backward_skips(run.env.compute_capability, opts.algo_peers) if algos is None else {}
     for name, why in skip.items():
         results["skipped_families"][name] = why
@@ -174,9 +174,9 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
-    run.algo_rows = _plan_algorithms(run) if ALGORITHMS in opts.only or DECODE in opts.only else []
+    run.algo_rows = _plan_algorithms(run) if {ALGORITHMS, DECODE, VARLEN} & set(opts.only) else []
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
-    where = f" over {len(shapes)} shapes" if plan else ""   # --only algorithms or decode: no attention shape
+    where = f" over {len(shapes)} shapes" if plan else ""   # --only algorithms, decode, varlen: no attention shape
     run.log(f"{run.n} rows{where}  [{run.elapsed():.0f}s]")
     return plan
 

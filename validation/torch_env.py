@@ -82,6 +82,12 @@ class TorchEnv:
 
         return TorchDecode(self.torch)
 
+    def varlen(self):
+        """The varlen rows (validation/varlen.py): packed inputs, our varlen and dense kernels, torch's varlen."""
+        from .varlen_torch import TorchVarlen
+
+        return TorchVarlen(self.torch)
+
     def make_inputs(self, shape, n_sets: int, seed: int):
         """``n_sets`` (q, k, v) of standard normal values, drawn in float32 then cast."""
         torch = self.torch

@@ -46,9 +46,11 @@ def test_the_rows_cover_the_issue():
     assert {"T": 16384, "D": 4096, "F": 14336, "dtype": "bf16"} in [s for k, s in rows if k == "torch_mlp"]
     for kernel, shape in rows:   # the library diagrams' size names, and nothing else but the dtype (and causal)
         algo = ALGO_KERNELS[kernel]
-        causal = ("causal",) if algo in ("attention-backward", "decode") else ()
+        causal = ("causal",) if algo in ("attention-backward", "decode", "varlen") else ()
         page = ("page_size",) if "page_size" in shape else ()   # decode's paged caches only
-        assert set(shape) == {*ALGO_SIZES[algo], "dtype", *causal, *page}
+        # varlen's lengths and layout (a dense row's backend too): test_varlen_rows.py
+        packing = ("seqlens", "layout", *(("backend",) if "backend" in shape else ())) if algo == "varlen" else ()
+        assert set(shape) == {*ALGO_SIZES[algo], "dtype", *causal, *page, *packing}
     assert ALGORITHMS in ONLY_CHOICES and ALGORITHMS not in DEFAULT_ONLY   # the attention sweep is unchanged
 
 
@@ -63,8 +65,8 @@ def test_dry_run_of_the_algorithms(spec, tmp_path, no_model):
     assert all(r["ok"] and r["config"] is None and r["why"] == "peer" for r in peers)
     for r in rows:
         algo = ALGO_KERNELS[r["kernel"]]
-        if algo == "decode":   # timed and predicted their own way: test_decode_rows.py
-            assert r["pass"] == "fwd" and "decode" in r
+        if algo in ("decode", "varlen"):   # timed and predicted their own way: test_decode_rows.py, test_varlen_rows.py
+            assert r["pass"] == "fwd" and algo in r
             continue
         rate = FakeAlgorithms().rate(r["kernel"], r["config"])
         assert r["measured_tflops"] == pytest.approx(algo_flops(algo, r["shape"]) / (r["measured_ms"] / 1e3) / 1e12)
@@ -145,7 +147,7 @@ SM80 = ("flash_bwd_sm80", "flash_bwd_sm80_deterministic")
 
 
 def test_backward_rows_are_the_attention_sweeps_shapes():
-    all_rows = [r for r in algorithm_rows() if ALGO_KERNELS[r.kernel] != "decode"]   # decode's rows come last
+    all_rows = [r for r in algorithm_rows() if ALGO_KERNELS[r.kernel] not in ("decode", "varlen")]   # they come last
     rows = [(r.kernel, r.shape) for r in all_rows if r.kernel in BWD]
     assert BWD == {"torch_sdpa_flash_bwd", "torch_sdpa_cudnn_bwd", "torch_sdpa_efficient_bwd"}
     assert len(rows) == 3 * 20 and {k for k, _s in rows} == BWD and len(BACKWARD_SHAPES) == 20

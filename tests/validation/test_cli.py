@@ -78,8 +78,9 @@ def test_help_version_and_argument_errors(no_torch_env, tmp_path):
     (["--out", "{tmp}/missing/r.json"], "does not exist"),
     (["--only", "algorithms", "--algo-peers", "torch_sdpa_flash"], "--algo-peers: takes a comma list of torch_matmul"),
     (["--only", "algorithms", "--algo-peers", ","], "--algo-peers: takes a comma list"),
-    (["--algo-peers", "torch_mlp"], "--algo-peers not used without algorithms or decode in --only"),
+    (["--algo-peers", "torch_mlp"], "--algo-peers not used without algorithms, decode or varlen in --only"),
     (["--only", "decode", "--algo-peers", "torch_mlp"], "--algo-peers with --only decode names no decode kernel"),
+    (["--only", "varlen", "--algo-peers", "flash_decode_sm80"], "--algo-peers with --only varlen names no varlen"),
     (["--only", "decode,flash_sm81"], "--only: takes a comma list of"),
 ])
 def test_run_option_errors(no_torch_env, tmp_path, args, needle):

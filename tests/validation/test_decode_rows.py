@@ -83,9 +83,10 @@ def test_rows_of_a_group_ours_then_paged_twins_then_peers():
 def test_selection_by_algo_peers_and_only():
     assert {r.kernel for r in decode_rows(peers=("sdpa_cudnn_decode",))} == {"sdpa_cudnn_decode"}
     assert decode_rows(peers=("torch_matmul",)) == []
-    # the algorithm phase plans decode last; --only decode plans decode alone
-    every = algorithm_rows(quick=True)
-    assert [algo_of(r.kernel) for r in every][-1] == "decode"
+    # the algorithm phase plans decode last but for varlen; --only decode plans decode alone
+    every = [algo_of(r.kernel) for r in algorithm_rows(quick=True)]
+    decode = every[every.index("decode"):every.index("varlen")]
+    assert every[-1] == "varlen" and decode == ["decode"] * every.count("decode")
     assert {r.kernel for r in algorithm_rows(quick=True, algos=("decode",))} == set(ALL)
     picked = algorithm_rows(quick=True, peers=("flash_decode_sm80", "torch_matmul"))
     assert {r.kernel for r in picked} == {"flash_decode_sm80", "torch_matmul"}
