@@ -8,11 +8,12 @@ the peers compare on the same keys) is one group of rows: ``flash_decode_sm80`` 
 (B, N_k, H_kv, d), on its paged twins where the shape has them (pools of 16- and 256-token pages
 behind a shuffled block table, the same values), and the SDPA peers (``DECODE_PEERS``) on a dense
 copy (B, H_kv, N_k, d).  The group's inputs and float32 reference are made once; every row is
-checked against it, then the rows that passed are timed together, interleaved in the sweep's rounds,
-each share of a round queued behind a GPU sleep (``queue_ahead`` in ``validation/timing.py``):
-decode kernels take microseconds, less than a Python call may take to launch them, and the event
-pairs must time the GPU, not the launch.  Input sets rotate as elsewhere, more of them for small
-caches (``input_sets``), so no call finds its cache in L2.
+checked against it, then the rows that passed are timed together, interleaved in the sweep's rounds
+(``validation.groups.run_groups``, as the varlen rows), each share of a round queued behind a GPU
+sleep (``queue_ahead`` in ``validation/timing.py``): decode kernels take microseconds, less than a
+Python call may take to launch them, and the event pairs must time the GPU, not the launch.  Input
+sets rotate as elsewhere, more of them for small caches (``input_sets``), so no call finds its cache
+in L2.
 
 Before the first group the phase measures a read roof (``torch.sum`` of 2 GiB, ``ceilings.measure_read``:
 a decode kernel reads its cache once and writes almost nothing), kept in the results as ``read_roof``;
@@ -26,7 +27,6 @@ calibration.  The device side is the environment's ``decode()`` (``validation.de
 """
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -35,8 +35,9 @@ from iomodel.algo_peers import (DECODE, DECODE_FAMILY, DECODE_KERNELS, DECODE_PE
 from iomodel.results import ResultRow, config_label, shape_key, shape_label
 
 from .algorithms import AlgoRow
+from .groups import run_groups
 from .predictor import Predictor
-from .records import NOT_TIMED, TOLERANCE, new_record, record_error, recover, short_error
+from .records import new_record, recover, short_error
 
 __all__ = ["HEAD_DIM", "DECODE_SHAPES", "QUICK_SHAPES", "MAX_INPUT_SETS", "decode_shape", "base_shape",
            "decode_bytes", "input_sets", "decode_rows", "bandwidth_fields", "run_decode", "decode_table"]
@@ -214,104 +215,48 @@ def _roof(run, impl) -> float | None:
     return roof["bandwidth"]
 
 
-def _check(run, impl, row: AlgoRow, rec: ResultRow, inputs, ref) -> Any:
-    """Run the row once against the reference; the callable to time, or None (the record says why)."""
-    fn = None
-    try:
-        fn = impl.runner(row.kernel, row.config, row.shape.get("page_size"))
-        err, finite = impl.check(row.kernel, fn, inputs, ref)
-    except Exception as exc:  # noqa: BLE001 - e.g. a backend refusing GQA: its row says so, the others run
-        record_error(rec, exc)
-        recover(run.env)
-    else:
-        rec.max_rel_err = err if finite else None
-        tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
-        rec.error = ("output has NaN or Inf" if not finite else
-                     f"wrong result: max_rel_err {err:.3g} >= {tol:g}" if not err < tol else None)
-    if getattr(fn, "how", None):   # how a peer ran (GQA, mask), also when it failed
-        rec.extra["decode"]["peer"] = dict(fn.how)
-    if rec.error:
-        return None
-    rec.error = NOT_TIMED
-    return fn
+class _DecodePhase:
+    """The decode rows' part in ``validation.groups.run_groups``: a group is a shape, whatever its cache
+    layout; the read roof is measured before the first group."""
 
+    algo, extra = DECODE, "decode"
+    progress = staticmethod(_progress)
 
-def _time_group(run, to_time: list[tuple[int, ResultRow, Any]], inputs, roof: float | None) -> None:
-    if not to_time:
-        return
-    try:
-        outcomes = run.env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, run.opts.rounds,
-                                                  on_error=lambda: recover(run.env), queue_ahead=True)
-    except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the group says so
-        recover(run.env)
-        outcomes = [exc] * len(to_time)
-    for (i, rec, _fn), outcome in zip(to_time, outcomes):
-        if isinstance(outcome, Exception):
-            record_error(rec, outcome)
-        else:
-            rec.error, rec.ok = None, True
-            rec.measured_ms = outcome.median_s * 1e3
-            rec.measured_tflops = algo_flops(DECODE, rec.shape) / outcome.median_s / 1e12
-            rec.timing = outcome.as_dict()
-            bandwidth_fields(rec, roof)
-        run.log(_progress(i, run.n, rec, run.elapsed()))
-    run.save()
+    def __init__(self, run):
+        self.run, self.cache, self.roof = run, {}, None
 
+    def device(self):
+        impl = self.run.env.decode()
+        self.roof = None if self.run.out_of_time() else _roof(self.run, impl)
+        return impl
 
-def _fail_all(run, recs, why: str) -> None:
-    for i, rec in recs:
-        rec.error = why
-        run.rows.append(rec)
-        run.log(_progress(i, run.n, rec, run.elapsed()))
-    run.save()
+    def record(self, row: AlgoRow) -> ResultRow:
+        return _record(row, self.run, self.cache)
 
+    def group_key(self, row: AlgoRow):
+        return shape_key(base_shape(row.shape))
 
-def _run_group(run, impl, group: list[tuple[int, AlgoRow]], seed: int, roof: float | None, cache: dict) -> None:
-    """One shape's rows: inputs and reference once, check every row, time those that passed together."""
-    recs = [(i, _record(row, run, cache)) for i, row in group]
-    if run.out_of_time():
-        _fail_all(run, recs, f"skipped: time budget of {run.opts.budget_s:.0f}s used up")
-        return
-    shape = base_shape(group[0][1].shape)
-    pages = sorted({row.shape["page_size"] for _i, row in group if row.shape.get("page_size")})
-    peers = any(row.kernel in DECODE_PEERS for _i, row in group)
-    try:
-        n_sets = input_sets(shape, run.opts.input_sets, float(getattr(run.spec, "l2_bytes", 0) or 0))
-        inputs = impl.make_inputs(shape, pages, peers, n_sets, seed + group[0][0])
-        ref = impl.reference(inputs[0][0])
-        run.env.sync()
-    except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the group's rows say so, the next group runs
-        recover(run.env)
-        _fail_all(run, recs, f"could not make inputs/reference: {short_error(exc)}")
-        return
-    to_time = []
-    for (i, rec), (_i, row) in zip(recs, group):
-        fn = _check(run, impl, row, rec, inputs, ref)
-        run.rows.append(rec)
-        if fn is None:
-            run.log(_progress(i, run.n, rec, run.elapsed()))
-        else:
-            to_time.append((i, rec, fn))
-        run.save()
-    del ref
-    _time_group(run, to_time, inputs, roof)
+    def make_inputs(self, impl, rows: list[AlgoRow], seed: int) -> list:
+        """One cache and the pools of every page size and the peers' dense copies the group's rows need."""
+        shape = base_shape(rows[0].shape)
+        pages = sorted({row.shape["page_size"] for row in rows if row.shape.get("page_size")})
+        peers = any(row.kernel in DECODE_PEERS for row in rows)
+        n_sets = input_sets(shape, self.run.opts.input_sets, float(getattr(self.run.spec, "l2_bytes", 0) or 0))
+        return impl.make_inputs(shape, pages, peers, n_sets, seed)
+
+    def runner(self, impl, row: AlgoRow):
+        return impl.runner(row.kernel, row.config, row.shape.get("page_size"))
+
+    def timed(self, recs: list[ResultRow]) -> None:
+        for rec in recs:
+            if rec.ok:
+                bandwidth_fields(rec, self.roof)
 
 
 def run_decode(run, rows: list[AlgoRow], first: int, seed: int) -> None:
     """Every decode row, numbered from ``first``, group by group (a group's rows are adjacent, as
     ``decode_rows`` plans them).  Never raises for a row."""
-    if not rows:
-        return
-    try:
-        impl = run.env.decode()
-    except Exception as exc:  # noqa: BLE001 - e.g. no kernels package: every row says so
-        _fail_all(run, [(i, _record(r, run, {})) for i, r in enumerate(rows, first)], short_error(exc))
-        return
-    roof = None if run.out_of_time() else _roof(run, impl)
-    cache: dict = {}
-    for _key, group in itertools.groupby(enumerate(rows, first), key=lambda ir: shape_key(base_shape(ir[1].shape))):
-        run.env.release()   # the previous group's tensors are gone: give their memory back first
-        _run_group(run, impl, list(group), seed, roof, cache)
+    run_groups(run, _DecodePhase(run), rows, first, seed)
 
 
 # --------------------------------------------------------------------------- the table at the end

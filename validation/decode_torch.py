@@ -23,18 +23,17 @@ refuses ``enable_gqa`` ("No available kernel"), so its GQA rows read H / H_kv ti
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from iomodel.algo_peers import DECODE_PEERS
 
 from .records import short_error
+from .torch_common import first_call, randn
 
 __all__ = ["DecodeSet", "TorchDecode", "decode_reference"]
 
 _REF_ELEMENTS = 1 << 27     # float32 elements of K (or V) in one reference chunk (512 MiB)
-_DRAW_ELEMENTS = 1 << 26    # float32 elements drawn at a time (256 MiB) before the cast
 _FREE_SHARE = 0.7           # of the free memory, what a group's input sets may take
 
 
@@ -143,17 +142,6 @@ class _Sdpa:
                                                        enable_gqa=gqa and not self.expand)
 
 
-def _reasons(seen, limit: int = 300) -> str:
-    """torch's reasons for not using a backend, from the warnings it gave: without the headers ("... not
-    used because:") and the backends the pinning disabled, each once."""
-    out = []
-    for w in seen:
-        text = str(w.message).split(" (Triggered")[0].strip()
-        if text and not text.endswith("because:") and "runtime disabled" not in text and text not in out:
-            out.append(text)
-    return "; ".join(out)[:limit]
-
-
 class TorchDecode:
     """``read_roof``, ``make_inputs``, ``reference``, ``runner`` and ``check`` of the decode rows."""
 
@@ -167,16 +155,6 @@ class TorchDecode:
 
     def _free(self) -> int:
         return int(self.torch.cuda.mem_get_info()[0])
-
-    def _randn(self, g, size: tuple, dt):
-        """Standard normal values drawn in float32 a slice at a time, cast to ``dt``."""
-        torch = self.torch
-        out = torch.empty(size, device="cuda", dtype=dt)
-        flat = out.view(-1)
-        for i in range(0, flat.numel(), _DRAW_ELEMENTS):
-            n = min(_DRAW_ELEMENTS, flat.numel() - i)
-            flat[i:i + n] = torch.randn(n, generator=g, device="cuda", dtype=torch.float32)
-        return out
 
     def _paged(self, g, k, v, page: int) -> tuple:
         """Pools holding ``k`` and ``v`` page by page at the blocks of a shuffled block table."""
@@ -197,8 +175,8 @@ class TorchDecode:
         torch = self.torch
         dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[shape.get("dtype", "bf16")]
         B, H, h_kv, n_q, n_k, d = (shape[k] for k in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-        s = DecodeSet(self._randn(g, (B, n_q, H, d), dt), self._randn(g, (B, n_k, h_kv, d), dt),
-                      self._randn(g, (B, n_k, h_kv, d), dt), torch.full((B,), n_k, device="cuda", dtype=torch.int32))
+        s = DecodeSet(randn(torch, g, (B, n_q, H, d), dt), randn(torch, g, (B, n_k, h_kv, d), dt),
+                      randn(torch, g, (B, n_k, h_kv, d), dt), torch.full((B,), n_k, device="cuda", dtype=torch.int32))
         s.paged = {p: self._paged(g, s.k_cache, s.v_cache, p) for p in pages}
         if peers:
             s.q_peer, s.k_peer, s.v_peer = (x.transpose(1, 2).contiguous() for x in (s.q, s.k_cache, s.v_cache))
@@ -255,35 +233,18 @@ class TorchDecode:
         fn.expand = True
         fn.how["gqa"] = f"K/V heads repeated (enable_gqa refused: {short_error(why, 400)})"
 
-    def _first_call(self, fn: _Sdpa, s: DecodeSet):
-        """``fn(s)`` with torch's warnings on why a backend was not used kept out of the log: an
-        exception carries them (its message alone says only "No available kernel")."""
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            try:
-                out = fn(s)
-                self.torch.cuda.synchronize()
-            except Exception as exc:  # noqa: BLE001
-                why = _reasons(seen)
-                if not why:
-                    raise
-                head = str(exc).splitlines()[0] if str(exc) else ""
-                kind = "" if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: "
-                raise RuntimeError(f"{kind}{head} (torch: {why})") from exc
-        return out
-
     def _peer_output(self, fn: _Sdpa, inputs):
         """The peer's first call, with the GQA fallback; its output in our layout (B, N_q, H, d)."""
         s = inputs[0][0]
         try:
-            out = self._first_call(fn, s)
+            out = first_call(self.torch, fn, s)
         except Exception as first:   # noqa: BLE001 - maybe the backend refuses GQA: try repeated heads
             if s.q_peer.shape[1] == s.k_peer.shape[1]:
                 raise
             self._recover()
             self._expand(fn, inputs, first)
             try:
-                out = self._first_call(fn, s)
+                out = first_call(self.torch, fn, s)
             except Exception as second:   # noqa: BLE001
                 raise RuntimeError(f"{short_error(first, 280)}; with K/V heads repeated: "
                                    f"{short_error(second, 280)}") from second

@@ -19,15 +19,15 @@ A group (``GROUPS``: head dims and heads ``HEADS``, causal and not, three mixes 
 
 Every row is checked against one float32 reference of the group (per sequence for the packed rows, the
 dense batch's for the dense rows), then the rows that passed are timed together, interleaved in the
-sweep's rounds.  Rows count FLOPs per sequence (``varlen_flops``), so packed and dense rows compare in
-TFLOP/s, and a packed row's ``varlen.ratio_to_dense`` is its TFLOP/s over each dense row's of the group.
+sweep's rounds (``validation.groups.run_groups``, as the decode rows).  Rows count FLOPs per sequence
+(``varlen_flops``), so packed and dense rows compare in TFLOP/s, and a packed row's
+``varlen.ratio_to_dense`` is its TFLOP/s over each dense row's of the group.
 (A kernel with a config of the sm_90 family on a device that is not sm_90 fails, and its row says so.)
 Predictions: ``iomodel.algo_peers.varlen_prediction`` with the run's calibration.  The device side is
 the environment's ``varlen()`` (``validation.varlen_torch.TorchVarlen``, ``validation.fake_env.FakeVarlen``).
 """
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from dataclasses import dataclass
@@ -38,7 +38,8 @@ from iomodel.algo_peers import (VARLEN, VARLEN_DENSE, VARLEN_KERNELS, VARLEN_PEE
 from iomodel.results import ResultRow, config_label, jsonable, shape_key, shape_label
 
 from .algorithms import AlgoRow
-from .records import NOT_TIMED, TOLERANCE, new_record, record_error, recover, short_error
+from .groups import run_groups
+from .records import new_record, short_error
 
 __all__ = ["HEADS", "MIX_SEED", "MIXES", "DENSE_MIXES", "DENSE_N", "GROUPS", "QUICK_GROUPS", "log_uniform_lengths",
            "varlen_shape", "dense_shape", "VarlenRow", "TWINS", "varlen_rows", "summary", "ratios", "run_varlen",
@@ -220,28 +221,6 @@ def _progress(i: int, n: int, rec: ResultRow, elapsed_s: float) -> str:
 
 # --------------------------------------------------------------------------- the phase
 
-def _check(run, impl, row: VarlenRow, rec: ResultRow, inputs, ref) -> Any:
-    """Run the row once against the reference; the callable to time, or None (the record says why)."""
-    fn = None
-    try:
-        fn = impl.runner(row.kernel, row.config, row.shape)
-        err, finite = impl.check(row.kernel, fn, inputs, ref)
-    except Exception as exc:  # noqa: BLE001 - e.g. a torch without the peer: its row says so, the others run
-        record_error(rec, exc)
-        recover(run.env)
-    else:
-        rec.max_rel_err = err if finite else None
-        tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
-        rec.error = ("output has NaN or Inf" if not finite else
-                     f"wrong result: max_rel_err {err:.3g} >= {tol:g}" if not err < tol else None)
-    if getattr(fn, "how", None):   # how a peer ran (its causal argument, GQA), also when it failed
-        rec.extra["varlen"]["peer"] = dict(fn.how)
-    if rec.error:
-        return None
-    rec.error = NOT_TIMED
-    return fn
-
-
 #: our varlen row -> its dense twin (the same backend, the same config)
 TWINS = {k: next(d for d, db in VARLEN_DENSE.items() if db == b) for k, b in VARLEN_KERNELS.items()}
 
@@ -258,82 +237,40 @@ def ratios(recs: list[ResultRow]) -> None:
                 v.update(dense_twin=TWINS[r.kernel], dense_ratio=v["ratio_to_dense"][TWINS[r.kernel]])
 
 
-def _time_group(run, to_time: list[tuple[int, ResultRow, Any]], inputs) -> None:
-    """Time the rows that passed together; queued ahead like decode's, harmless here (calls of
-    hundreds of microseconds) and it keeps a peer's Python overhead out of the GPU time."""
-    if to_time:
-        try:
-            outcomes = run.env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, run.opts.rounds,
-                                                      on_error=lambda: recover(run.env), queue_ahead=True)
-        except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the group says so
-            recover(run.env)
-            outcomes = [exc] * len(to_time)
-        for (_i, rec, _fn), outcome in zip(to_time, outcomes):
-            if isinstance(outcome, Exception):
-                record_error(rec, outcome)
-            else:
-                rec.error, rec.ok = None, True
-                rec.measured_ms = outcome.median_s * 1e3
-                rec.measured_tflops = algo_flops(VARLEN, rec.shape) / outcome.median_s / 1e12
-                rec.timing = outcome.as_dict()
-        ratios([rec for _i, rec, _fn in to_time])
-        for i, rec, _fn in to_time:
-            run.log(_progress(i, run.n, rec, run.elapsed()))
-    run.save()
+class _VarlenPhase:
+    """The varlen rows' part in ``validation.groups.run_groups``: a group is one set of packed inputs
+    (``VarlenRow.group``), with the dense batch and the nested tensors where its rows need them."""
 
+    algo, extra = VARLEN, "varlen"
+    progress = staticmethod(_progress)
 
-def _fail_all(run, recs, why: str) -> None:
-    for i, rec in recs:
-        rec.error = why
-        run.rows.append(rec)
-        run.log(_progress(i, run.n, rec, run.elapsed()))
-    run.save()
+    def __init__(self, run):
+        self.run, self.cache = run, {}
 
+    def device(self):
+        return self.run.env.varlen()
 
-def _run_group(run, impl, group: list[tuple[int, VarlenRow]], seed: int, cache: dict) -> None:
-    """One group's rows: inputs and reference once, check every row, time those that passed together."""
-    recs = [(i, _record(row, run, cache)) for i, row in group]
-    if run.out_of_time():
-        _fail_all(run, recs, f"skipped: time budget of {run.opts.budget_s:.0f}s used up")
-        return
-    packed = group[0][1].packed
-    dense = next((row.shape for _i, row in group if row.kernel in VARLEN_DENSE), None)
-    nested = any(row.kernel == "sdpa_flash_nested" for _i, row in group)
-    try:
-        inputs = impl.make_inputs(packed, dense, nested, run.opts.input_sets, seed + group[0][0])
-        ref = impl.reference(inputs[0][0])
-        run.env.sync()
-    except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the group's rows say so, the next group runs
-        recover(run.env)
-        _fail_all(run, recs, f"could not make inputs/reference: {short_error(exc)}")
-        return
-    to_time = []
-    for (i, rec), (_i, row) in zip(recs, group):
-        fn = _check(run, impl, row, rec, inputs, ref)
-        run.rows.append(rec)
-        if fn is None:
-            run.log(_progress(i, run.n, rec, run.elapsed()))
-        else:
-            to_time.append((i, rec, fn))
-        run.save()
-    del ref
-    _time_group(run, to_time, inputs)
+    def record(self, row: VarlenRow) -> ResultRow:
+        return _record(row, self.run, self.cache)
+
+    def group_key(self, row: VarlenRow) -> int:
+        return row.group
+
+    def make_inputs(self, impl, rows: list[VarlenRow], seed: int) -> list:
+        dense = next((row.shape for row in rows if row.kernel in VARLEN_DENSE), None)
+        nested = any(row.kernel == "sdpa_flash_nested" for row in rows)
+        return impl.make_inputs(rows[0].packed, dense, nested, self.run.opts.input_sets, seed)
+
+    def runner(self, impl, row: VarlenRow):
+        return impl.runner(row.kernel, row.config, row.shape)
+
+    timed = staticmethod(ratios)
 
 
 def run_varlen(run, rows: list[VarlenRow], first: int, seed: int) -> None:
     """Every varlen row, numbered from ``first``, group by group (a group's rows are adjacent, as
     ``varlen_rows`` plans them).  Never raises for a row."""
-    if not rows:
-        return
-    cache: dict = {}
-    try:
-        impl = run.env.varlen()
-    except Exception as exc:  # noqa: BLE001 - e.g. no kernels package: every row says so
-        _fail_all(run, [(i, _record(r, run, cache)) for i, r in enumerate(rows, first)], short_error(exc))
-        return
-    for _g, group in itertools.groupby(enumerate(rows, first), key=lambda ir: ir[1].group):
-        run.env.release()   # the previous group's tensors are gone: give their memory back first
-        _run_group(run, impl, list(group), seed, cache)
+    run_groups(run, _VarlenPhase(run), rows, first, seed)
 
 
 # --------------------------------------------------------------------------- the table at the end

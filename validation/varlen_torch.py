@@ -23,17 +23,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import itertools
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from iomodel.algo_peers import VARLEN_DENSE, VARLEN_PEERS
 
 from .records import short_error
+from .torch_common import first_call, randn
 
 __all__ = ["VarlenSet", "VarlenRef", "TorchVarlen", "varlen_reference"]
 
-_DRAW_ELEMENTS = 1 << 26    # float32 elements drawn at a time (256 MiB) before the cast
 _FREE_SHARE = 0.6           # of the free memory, what a group's input sets may take (the reference needs room)
 
 
@@ -75,16 +74,6 @@ def varlen_reference(torch, q, k, v, seqlens, causal: bool):
             qs, ks, vs = (x[start:start + n].transpose(0, 1)[None] for x in (q, k, v))   # (1, H, n, d)
             out[start:start + n] = attention_reference(qs, ks, vs, causal)[0][0].transpose(0, 1)
         start += n
-    return out
-
-
-def _randn(torch, g, size: tuple, dt):
-    """Standard normal values drawn in float32 a slice at a time, cast to ``dt``."""
-    out = torch.empty(size, device="cuda", dtype=dt)
-    flat = out.view(-1)
-    for i in range(0, flat.numel(), _DRAW_ELEMENTS):
-        n = min(_DRAW_ELEMENTS, flat.numel() - i)
-        flat[i:i + n] = torch.randn(n, generator=g, device="cuda", dtype=torch.float32)
     return out
 
 
@@ -174,24 +163,6 @@ class _Nested:
         return out.transpose(1, 2).values()
 
 
-def _first_call(torch, fn, s: VarlenSet):
-    """``fn(s)`` with torch's warnings on why a backend was not used folded into its exception."""
-    from .decode_torch import _reasons
-
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        try:
-            out = fn(s)
-            torch.cuda.synchronize()
-        except Exception as exc:  # noqa: BLE001
-            why = _reasons(seen)
-            if not why:
-                raise
-            head = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise RuntimeError(f"{head} (torch: {why})") from exc
-    return out
-
-
 class TorchVarlen:
     """``make_inputs``, ``reference``, ``runner`` and ``check`` of the varlen rows."""
 
@@ -217,8 +188,8 @@ class TorchVarlen:
         dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[shape.get("dtype", "bf16")]
         T, H, h_kv, d, lens = shape["T"], shape["H"], shape["H_kv"], shape["d"], list(shape["seqlens"])
         cu = torch.tensor([0, *itertools.accumulate(lens)], device="cuda", dtype=torch.int32)
-        s = VarlenSet(_randn(torch, g, (T, H, d), dt), _randn(torch, g, (T, h_kv, d), dt),
-                      _randn(torch, g, (T, h_kv, d), dt), cu, lens, bool(shape.get("causal")))
+        s = VarlenSet(randn(torch, g, (T, H, d), dt), randn(torch, g, (T, h_kv, d), dt),
+                      randn(torch, g, (T, h_kv, d), dt), cu, lens, bool(shape.get("causal")))
         if dense is not None:   # the first B N tokens as B sequences of N
             B, n = dense["B"], dense["N_max"]
             s.dense = tuple(x[:B * n].view(B, n, x.shape[1], d).transpose(1, 2).contiguous() for x in (s.q, s.k, s.v))
@@ -272,7 +243,7 @@ class TorchVarlen:
         whether the output is all finite).  Ours in the kernels' debug mode, with ``validate=True``."""
         torch, s = self.torch, inputs[0][0]
         if kernel in VARLEN_PEERS:
-            out = _first_call(torch, fn, s)
+            out = first_call(torch, fn, s)
             want = ref.packed
             if isinstance(fn, _Nested):
                 out = fn.packed(out)
