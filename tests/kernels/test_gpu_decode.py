@@ -106,6 +106,7 @@ def test_matches_float32_on_the_gathered_cache(case, d):
             assert torch.equal(gathered(kc, table, b, L0 + n_new)[L0:], k[b])
             assert torch.equal(gathered(vc, table, b, L0 + n_new)[L0:], v[b])
             assert torch.equal(gathered(kc, table, b, L0), gathered(kc0, table, b, L0))
+            assert torch.equal(gathered(vc, table, b, L0), gathered(vc0, table, b, L0))
     check(out, q, kc, vc, table, total, causal)
     assert lse.shape == (B, H, N_q) and lse.dtype == torch.float32
 
@@ -158,3 +159,12 @@ def test_without_validation_a_bad_page_reads_nothing_out_of_bounds():
     out = kernels.flash_attention_with_kvcache(q, kc, vc, lens, block_table=table, validate=False)
     torch.cuda.synchronize()
     assert bool(torch.isfinite(out).all())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool", ("memcheck", "racecheck"))
+def test_compute_sanitizer_is_clean_on_decode_and_varlen(tool, sanitized):
+    from validation.sanitize_inference import CALLS
+
+    out = sanitized(tool, "validation.sanitize_inference")
+    assert f"calls {CALLS}" in out, out[-3000:]
