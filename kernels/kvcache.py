@@ -59,7 +59,7 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table
     (B,) int32 on q's device, the keys already in the cache.  k, v: (B, N_new, H_kv, d) written into the
     cache in place at cache_seqlens; attention then sees cache_seqlens + N_new keys.  causal: query row i
     sees keys up to L - N_q + i (bottom-right; L the sequence's keys).  num_splits: parts of the key axis
-    (0: the model chooses; more than one adds a combine kernel).  validate: check the values of
+    (0: the model chooses; with more, the last part of each group to finish merges them).  validate: check the values of
     cache_seqlens and block_table first (one device-to-host copy; False skips it, and the kernels still
     never read out of bounds).  Returns out (B, N_q, H, d) and, with return_softmax_lse, the natural-log
     LSE (B, H, N_q) float32 (-inf for a row that sees no key, whose out is 0).
