@@ -10,8 +10,8 @@ from typing import Any
 
 from iomodel import families
 
-__all__ = ["check_qkv", "check_scale", "check_config", "check_smem", "dtype_name", "check_like", "rows_aligned",
-           "check_lse", "backward_inputs"]
+__all__ = ["check_qkv", "check_layout", "check_scale", "check_config", "check_smem", "dtype_name", "check_like",
+           "rows_aligned", "check_lse", "backward_inputs"]
 
 
 def _torch():
@@ -79,13 +79,16 @@ def _check_sizes(q, k, v, head_dims) -> dict:
     return {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "d": d}
 
 
-def _check_layout(qkv) -> None:
-    """Rows 16-byte aligned: what cp.async and TMA both need."""
-    for name, t in qkv:
-        if t.stride(3) != 1:
+def check_layout(tensors) -> None:
+    """(name, tensor) pairs of any rank: unit stride in the last dimension, the other strides multiples of
+    8 elements (size-1 dimensions excepted) and a 16-byte aligned base: 16-byte aligned rows, what cp.async
+    and TMA both need."""
+    for name, t in tensors:
+        last = t.dim() - 1
+        if t.stride(last) != 1:
             raise ValueError(f"{name} must be contiguous in the last dimension (stride 1), got stride "
-                             f"{t.stride(3)}; call .contiguous().")
-        for ax in range(3):
+                             f"{t.stride(last)}; call .contiguous().")
+        for ax in range(last):
             if t.stride(ax) % 8 != 0 and t.shape[ax] > 1:
                 raise ValueError(f"{name}.stride({ax}) = {t.stride(ax)} must be a multiple of 8 elements "
                                  f"(16-byte aligned rows); call .contiguous().")
@@ -101,7 +104,7 @@ def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True, head_dims: t
     _check_types(qkv)
     _check_devices(qkv, require_cuda)
     shape = _check_sizes(q, k, v, head_dims)
-    _check_layout(qkv)
+    check_layout(qkv)
     return {**shape, "dtype": dtype_name(q)}
 
 

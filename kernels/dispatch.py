@@ -21,7 +21,7 @@ from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
 
 __all__ = ["FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
-           "backward_config_family", "backward_family", "choose", "config_for", "prepare"]
+           "backward_config_family", "backward_family", "choose", "config_for", "forward_family", "prepare"]
 
 FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
 BACKWARD_FAMILIES = ("flash_bwd_sm80", "flash_bwd_sm90")   # atomic dQ; each has a `<name>_deterministic` twin
@@ -74,9 +74,16 @@ def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
     if config is not None:
         return config_family(config), config
     shape = check_qkv(q, k, v, head_dims=_FLASH_HEAD_DIMS)
-    index = driver.device_index(q.device)
+    return forward_family({**shape, "causal": bool(causal)}, None, driver.device_index(q.device))
+
+
+def forward_family(shape: dict, config, index: int) -> tuple[str, object]:
+    """(family, config) of a forward call of `shape` (causal included) on device `index`: the config's own
+    family (the config itself unchecked), or the model's pick over the forward families this GPU runs."""
+    if config is not None:
+        return config_family(config), config
     names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))]
-    pick = choose(names, {**shape, "causal": bool(causal)}, index)
+    pick = choose(names, shape, index)
     return pick.kernel, pick.config
 
 

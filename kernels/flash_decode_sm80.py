@@ -7,27 +7,19 @@ architecture (mma.sync: sm_80 and newer).  ``config.parts`` is a launch paramete
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import math
+
+from iomodel.families.flash_decode_sm80 import row_blocks, rows_tile   # the row tile: the family's rule
 
 from . import compile, driver, runtime
 from .kvcache_checks import KVCall
 
-__all__ = ["FAMILY", "HEADER", "rows_tile", "row_blocks", "kernel_names", "module", "smem_bytes", "DecodeLaunch",
-           "offline_unit"]
+__all__ = ["FAMILY", "HEADER", "rows_tile", "row_blocks", "kernel_names", "module", "DecodeLaunch", "offline_unit"]
 
 FAMILY = "flash_decode_sm80"
 HEADER = "flash_decode_sm80.cuh"
-MAX_ROWS = 32   # packed query rows a CTA (two m16 tiles): the O accumulator of 32 rows x 128 dims a warp
-
-
-def rows_tile(packed_rows: int) -> int:
-    """The rows template parameter: 16 when the g * N_q packed rows fit one m16 tile, else 32."""
-    return 16 if packed_rows <= 16 else MAX_ROWS
-
-
-def row_blocks(packed_rows: int) -> int:
-    return math.ceil(packed_rows / rows_tile(packed_rows))
 
 
 def _b(flag: bool) -> str:
@@ -41,11 +33,6 @@ def kernel_names(cfg, rows: int, dtype: str, causal: bool, paged: bool) -> tuple
     return main, f"iom::kv_append_kernel<iom::{dtype}, {cfg.head_dim}, {_b(paged)}>"
 
 
-def smem_bytes(cfg, rows: int, elem_bytes: int = 2) -> int:
-    """Dynamic shared memory of the main kernel: the family's formula (iomodel.families.flash_decode_sm80)."""
-    return cfg.smem_bytes(rows, elem_bytes)
-
-
 def module(cfg, rows: int, dtype: str, causal: bool, paged: bool, arch: str) -> compile.Module:
     """The compiled module of one variant for `arch`; needs no GPU."""
     return compile.build(f'#include "{HEADER}"\n', arch, names=kernel_names(cfg, rows, dtype, causal, paged),
@@ -53,19 +40,13 @@ def module(cfg, rows: int, dtype: str, causal: bool, paged: bool, arch: str) -> 
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels(index: int, key: tuple, rows: int, dtype: str, causal: bool, paged: bool, smem: int):
-    cfg = _Tiles(*key)
+def _kernels(index: int, cfg, rows: int, dtype: str, causal: bool, paged: bool, smem: int):
+    """The loaded (main, append) kernels of a config whose `parts` is 1 (parts is the grid's x, not a
+    template parameter: one build serves every split)."""
     arch = compile.nvrtc_arch(driver.capability(index))
     mod = module(cfg, rows, dtype, causal, paged, arch)
     main, append = kernel_names(cfg, rows, dtype, causal, paged)
     return driver.kernel(index, mod, main, smem), driver.kernel(index, mod, append, 0)
-
-
-class _Tiles:
-    """The template parameters of a config (the lru cache keys on them, not on `parts`)."""
-
-    def __init__(self, block_n: int, warps: int, stages: int, head_dim: int):
-        self.block_n, self.warps, self.stages, self.head_dim = block_n, warps, stages, head_dim
 
 
 def _strides(t) -> list:
@@ -75,15 +56,15 @@ def _strides(t) -> list:
 class DecodeLaunch:
     """The launches of one call signature (shapes, strides, dtype, config), built once; a call allocates
     the outputs and sets the data pointers.  At small caches the GPU work is a few tens of microseconds,
-    so the host's share of a decode step is kept to two allocations and one or two launches."""
+    so the host's share of a decode step is kept to two allocations and one launch."""
 
     def __init__(self, call: KVCall, q, k_cache, v_cache, k, v, cfg, causal: bool, index: int):
         packed = (call.H // call.H_kv) * call.N_q
         rows = rows_tile(packed)
         self.call, self.parts, self.index = call, cfg.parts, index
-        smem = smem_bytes(cfg, rows)
-        main, append = _kernels(index, (cfg.block_n, cfg.warps, cfg.stages, cfg.head_dim), rows,
-                                         call.dtype, causal, call.paged, smem)
+        smem = cfg.smem_bytes(rows)
+        main, append = _kernels(index, dataclasses.replace(cfg, parts=1), rows, call.dtype, causal, call.paged,
+                                smem)
         i32, i64, f32 = ctypes.c_int, ctypes.c_longlong, ctypes.c_float
         B, N_q, H, d = call.B, call.N_q, call.H, call.d
         out_strides = [i64(N_q * H * d), i64(H * d), i64(d)]   # out: contiguous (B, N_q, H, d)

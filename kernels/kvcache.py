@@ -117,11 +117,11 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, sc
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits, config):
     """Every check of the call's layout, the config, and the launches built."""
-    from .flash_decode_sm80 import DecodeLaunch, rows_tile, smem_bytes
+    from .flash_decode_sm80 import DecodeLaunch, rows_tile
 
     call = check_call(q, k_cache, v_cache, cache_seqlens, block_table, k, v, softmax_scale)
     index = driver.device_index(q.device)
     cfg = decode_config(call, causal, config, num_splits, index)
-    smem = smem_bytes(cfg, rows_tile(call.H // call.H_kv * call.N_q))
+    smem = cfg.smem_bytes(rows_tile(call.H // call.H_kv * call.N_q))
     check_smem(FAMILY, cfg, smem, driver.max_smem_optin(index))
     return DecodeLaunch(call, q, k_cache, v_cache, k, v, cfg, causal, index)

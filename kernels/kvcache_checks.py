@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import check_scale
+from .checks import check_layout, check_scale
 
 __all__ = ["KVCall", "check_aligned", "check_call", "check_values", "tensor_of_rank", "half_tensor"]
 
@@ -60,11 +60,7 @@ def half_tensor(name: str, t, dtype, device) -> None:
         raise TypeError(f"{name} must be {dtype} like q, got {t.dtype}.")
     if t.device.type != "cuda" or (device is not None and t.device != device):
         raise ValueError(f"{name} must be on q's CUDA device ({device}), got {t.device}.")
-    if t.stride(-1) != 1:
-        raise ValueError(f"{name} must be contiguous in the last dimension (stride 1), got stride {t.stride(-1)}.")
-    if any(t.stride(i) % 8 for i in range(t.dim() - 1)) or t.data_ptr() % 16:
-        raise ValueError(f"{name}'s rows must start at 16-byte aligned addresses (strides multiples of 8 "
-                         f"elements, an aligned base), got strides {tuple(t.stride())}; call .contiguous().")
+    check_layout(((name, t),))
 
 
 def _cache(q, k_cache, v_cache, block_table) -> tuple[int, bool, int, int, int]:

@@ -19,8 +19,6 @@ from .kvcache_checks import half_tensor, tensor_of_rank
 
 __all__ = ["flash_attention_varlen", "check_varlen", "check_cu_seqlens_values"]
 
-FAMILIES = ("flash_sm80", "flash_sm90")
-
 
 def _lengths(name: str, cu, batch: int | None, device):
     import torch
@@ -89,18 +87,16 @@ def check_cu_seqlens_values(cu_q, cu_k, total_q: int, total_k: int, max_q: int, 
 
 
 def _family_config(shape: dict, config, index: int) -> tuple[str, object]:
-    """(family, config): the config's own family, or the model's pick over the forward families this GPU
-    runs, for the longest sequences."""
+    """(family, config): ``flash_attention``'s choice (``dispatch.forward_family``) for the longest
+    sequences; a given config checked here, as no runner's ``prepare`` sees this call."""
     from . import dispatch
 
+    family, cfg = dispatch.forward_family(shape, config, index)
     if config is not None:
-        family = dispatch.config_family(config)
         if not dispatch.runs_here(family, driver.capability(index)):
             raise RuntimeError(f"the {family} kernel needs an sm_90 (Hopper) GPU")
-        return family, check_config(family, config, shape)
-    names = [n for n in FAMILIES if dispatch.runs_here(n, driver.capability(index))]
-    pick = dispatch.choose(names, shape, index)
-    return pick.kernel, pick.config
+        cfg = check_config(family, config, shape)
+    return family, cfg
 
 
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
@@ -123,7 +119,9 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}.")
-    head_dims = tuple(sorted({d for n in FAMILIES for d in families.get(n).head_dims}))
+    from .dispatch import FLASH_BACKENDS
+
+    head_dims = tuple(sorted({d for n in FLASH_BACKENDS.values() for d in families.get(n).head_dims}))
     call = check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, head_dims)
     s = {**call["shape"], "causal": causal}
     if validate:

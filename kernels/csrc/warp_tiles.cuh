@@ -19,27 +19,35 @@ __device__ __forceinline__ void lane_offsets(int lane, u32 (&xo)[4]) {
     for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
 }
 
+// One k16 step of acc[R][N/8][4] += A * B^T: A's fragments `a` (R m16 tiles) against the N rows of B at
+// b_base (ldmatrix x4, non-transposed), step kk of the KD contracted values.
+template <class T, int R, int N, int ROW_BYTES>
+__device__ __forceinline__ void mma_bt_step(float (&acc)[R][N / 8][4], const u32 (&a)[R][4], u32 b_base, int kk,
+                                            const u32 (&xo)[4]) {
+    using E = Elem<T>;
+#pragma unroll
+    for (int np = 0; np < N / 16; ++np) {
+        u32 b0, b1, b2, b3;
+        ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            E::mma(acc[r][2 * np], a[r], b0, b2);
+            E::mma(acc[r][2 * np + 1], a[r], b1, b3);
+        }
+    }
+}
+
 // acc[R][N/8][4] += A (R m16 tiles at a_base, rows of ROW_BYTES) * B^T where B's rows (the n side) are
 // at b_base; both contract over KD (HEAD_DIM) values.  A and B non-transposed (ldmatrix x4).
 template <class T, int R, int N, int KD, int ROW_BYTES>
 __device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u32 b_base, const u32 (&xo)[4]) {
-    using E = Elem<T>;
 #pragma unroll
     for (int kk = 0; kk < KD / 16; ++kk) {
         u32 a[R][4];
 #pragma unroll
         for (int r = 0; r < R; ++r)
             ldsm_x4(a_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + r * 16 * ROW_BYTES), a[r][0], a[r][1], a[r][2], a[r][3]);
-#pragma unroll
-        for (int np = 0; np < N / 16; ++np) {
-            u32 b0, b1, b2, b3;
-            ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                E::mma(acc[r][2 * np], a[r], b0, b2);
-                E::mma(acc[r][2 * np + 1], a[r], b1, b3);
-            }
-        }
+        mma_bt_step<T, R, N, ROW_BYTES>(acc, a, b_base, kk, xo);
     }
 }
 
@@ -59,19 +67,15 @@ __device__ __forceinline__ void load_a(u32 (&a)[R][KD / 16][4], u32 a_base, cons
 template <class T, int R, int N, int KD, int ROW_BYTES>
 __device__ __forceinline__ void mma_rbt(float (&acc)[R][N / 8][4], const u32 (&a)[R][KD / 16][4], u32 b_base,
                                         const u32 (&xo)[4]) {
-    using E = Elem<T>;
 #pragma unroll
-    for (int kk = 0; kk < KD / 16; ++kk)
+    for (int kk = 0; kk < KD / 16; ++kk) {
+        u32 ak[R][4];
 #pragma unroll
-        for (int np = 0; np < N / 16; ++np) {
-            u32 b0, b1, b2, b3;
-            ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                E::mma(acc[r][2 * np], a[r][kk], b0, b2);
-                E::mma(acc[r][2 * np + 1], a[r][kk], b1, b3);
-            }
-        }
+            for (int e = 0; e < 4; ++e) ak[r][e] = a[r][kk][e];
+        mma_bt_step<T, R, N, ROW_BYTES>(acc, ak, b_base, kk, xo);
+    }
 }
 
 // acc[R][DN/8][4] += A * B where A is in registers (R m16 tiles, K/16 k16 steps of packed fragments) and
@@ -96,6 +100,32 @@ __device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a
     }
 }
 
+// One row (mt, hh) of an online-softmax step: the row's max over its running max and its scores (reduced
+// over the 4 lanes that hold the row), P packed as A fragments, the running sum rescaled and extended.
+// Returns the factor the row's O accumulator must be scaled by.
+template <class T, int MT, int NT>
+__device__ __forceinline__ float softmax_row(float (&s)[MT][NT][4], int mt, int hh, float (&row_max)[MT][2],
+                                             float (&row_sum)[MT][2], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
+    float mx = row_max[mt][hh];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+    const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
+    row_max[mt][hh] = mx;
+    float rs = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
+        const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
+        rs += p0 + p1;
+        pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
+    }
+    row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
+    return corr;
+}
+
 // One online-softmax step over a warp's S tiles (exp2, the scale folded into the exponent): the running max
 // and sum of each of its rows rescaled, the O accumulator rescaled, P packed as the A fragments of P V.
 // A row whose max is still -inf (nothing seen) keeps max -inf and contributes zeros.  LAZY: the O
@@ -111,24 +141,9 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&ro
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
-                float mx = row_max[mt][hh];
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-                corr[mt][hh] = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
-                moved |= mx != row_max[mt][hh];
-                row_max[mt][hh] = mx;
-                float rs = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
-                    const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
-                    rs += p0 + p1;
-                    pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
-                }
-                row_sum[mt][hh] = row_sum[mt][hh] * corr[mt][hh] + rs;
+                const float before = row_max[mt][hh];
+                corr[mt][hh] = softmax_row<T, MT, NT>(s, mt, hh, row_max, row_sum, pa, scale_log2);
+                moved |= row_max[mt][hh] != before;
             }
         if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
@@ -144,23 +159,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&ro
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-            float mx = row_max[mt][hh];
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-            const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
-            row_max[mt][hh] = mx;
-            float rs = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                const float p0 = ex2(fmaf(s[mt][nt][2 * hh], scale_log2, -m_scaled));
-                const float p1 = ex2(fmaf(s[mt][nt][2 * hh + 1], scale_log2, -m_scaled));
-                rs += p0 + p1;
-                pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
-            }
-            row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
+            const float corr = softmax_row<T, MT, NT>(s, mt, hh, row_max, row_sum, pa, scale_log2);
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
                 acc[mt][dt][2 * hh] *= corr;

@@ -32,7 +32,7 @@ def test_names_rows_and_smem():
     assert [flash_decode_sm80.rows_tile(n) for n in (1, 16, 17, 32, 64)] == [16, 16, 32, 32, 32]
     assert [flash_decode_sm80.row_blocks(n) for n in (1, 16, 17, 64, 65)] == [1, 1, 1, 2, 3]
     # Q rows plus the ring of K and V chunks, as the kernel lays them out
-    assert flash_decode_sm80.smem_bytes(cfg, 16) == (16 + 2 * 3 * 64) * 128 * 2
+    assert cfg.smem_bytes(16) == (16 + 2 * 3 * 64) * 128 * 2
     assert family.DecodeConfig(64, 4, 3, 8, 128).smem_bytes(32) == (32 + 2 * 3 * 64) * 128 * 2
     assert cfg.merge_bytes(32) <= 2 * 3 * 64 * 128 * 2   # the warps' merge fits in the ring
 
