@@ -40,7 +40,7 @@ from typing import Any, Mapping
 from .problems import conventional_flops
 
 __all__ = ["ALGO_PEERS", "BACKWARD_KERNELS", "DETERMINISTIC_KERNELS", "DECODE", "DECODE_FAMILY", "DECODE_KERNELS",
-           "DECODE_PEERS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of", "algo_flops", "algo_shape_label", "algo_prediction",
+           "DECODE_FLOOR", "DECODE_PEERS", "ALGO_KERNELS", "ALGO_SIZES", "algo_of", "algo_flops", "algo_shape_label", "algo_prediction",
            "attention_shape", "decode_family", "decode_model_shape", "decode_prediction",
            "default_pass", "VARLEN", "VARLEN_FAMILY", "VARLEN_KERNELS", "VARLEN_DENSE", "VARLEN_PEERS",
            "VARLEN_BASE_FAMILY", "varlen_seqlens", "varlen_sequence_shape", "varlen_dense_shape", "varlen_flops",
@@ -64,6 +64,9 @@ DECODE_KERNELS = (DECODE_FAMILY,)
 #: algorithms' peers of issue 14, whose committed runs hold exactly those)
 DECODE_PEERS = {"sdpa_flash_decode": "FLASH_ATTENTION", "sdpa_cudnn_decode": "CUDNN_ATTENTION",
                 "sdpa_efficient_decode": "EFFICIENT_ATTENTION"}
+#: the decode rows' floor: a kernel that only reads the group's K and V caches once (16-byte loads, a
+#: sum of |x| a block), timed as the others; what any decode of that cache could take at best
+DECODE_FLOOR = "read_floor_decode"
 VARLEN = "varlen"   # the algorithm of the variable-length prefill rows (and the name ``--only`` takes)
 #: our varlen kernel's name in results (``kernels.flash_attention_varlen`` with a flash_sm80 FlashConfig:
 #: the mma.sync forward in its varlen form)
@@ -81,7 +84,7 @@ VARLEN_PEERS = {"torch_varlen_attn": "torch.nn.attention.varlen.varlen_attn",
                 "sdpa_flash_nested": "F.scaled_dot_product_attention on nested (jagged) tensors, FLASH_ATTENTION"}
 #: every kernel of the algorithm phase (``--algo-peers`` takes these names) -> the algorithm it runs
 ALGO_KERNELS = {**ALGO_PEERS, **{k: "attention-backward" for k in BACKWARD_KERNELS},
-                **{k: DECODE for k in (*DECODE_KERNELS, *DECODE_PEERS)},
+                **{k: DECODE for k in (*DECODE_KERNELS, *DECODE_PEERS, DECODE_FLOOR)},
                 **{k: VARLEN for k in (*VARLEN_KERNELS, *VARLEN_DENSE, *VARLEN_PEERS)}}
 #: algorithm -> the size names of its shape, in label order
 ALGO_SIZES = {"matmul": ("M", "N", "K"), "cross-entropy": ("T", "D", "V"), "mlp": ("T", "D", "F"),

@@ -19,7 +19,11 @@ Before the first group the phase measures a read roof (``torch.sum`` of 2 GiB, `
 a decode kernel reads its cache once and writes almost nothing), kept in the results as ``read_roof``;
 each row's ``decode`` object holds the bytes it must move (K, V and Q read, O written:
 ``decode_bytes``), its effective bandwidth (those bytes over the measured time) and that as a
-fraction of the roof.  Predictions: the model's fastest decode for the shape
+fraction of the roof.  Each group also times a read floor (``read_floor_decode``, validation/read_floor.py:
+a kernel that reads the group's K and V once and nothing else, checked by an exact integer sum of the
+caches' words): a decode row's ``read_floor_fraction`` is the floor's time over its own, 1 when it is
+as fast as reading its cache can be in this run (a launch, the first loads' ramp and the last ones' tail
+included, which a bandwidth roof leaves out).  Predictions: the model's fastest decode for the shape
 (``iomodel.algo_peers.decode_prediction``: the chooser's pick of ``flash_decode_sm80`` where that
 family exists, which is also our rows' config, else the library's split-KV diagram), with the run's
 calibration.  The device side is the environment's ``decode()`` (``validation.decode_torch.TorchDecode``,
@@ -30,8 +34,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from iomodel.algo_peers import (DECODE, DECODE_FAMILY, DECODE_KERNELS, DECODE_PEERS, algo_flops, decode_family,
-                                decode_prediction)
+from iomodel.algo_peers import (DECODE, DECODE_FAMILY, DECODE_FLOOR, DECODE_KERNELS, DECODE_PEERS, algo_flops,
+                                decode_family, decode_prediction)
 from iomodel.results import ResultRow, config_label, shape_key, shape_label
 
 from .algorithms import AlgoRow
@@ -116,7 +120,7 @@ def _pick(shape: dict[str, Any], predictor, notes: list[str]) -> Any:
 def decode_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...] | None = None,
                 predictor=None, notes: list[str] | None = None) -> list[AlgoRow]:
     """The decode rows, group by group: ours on the contiguous cache, then on each paged twin, then the
-    SDPA peers; ``peers`` keeps the kernels named (None: all)."""
+    SDPA peers and the read floor; ``peers`` keeps the kernels named (None: all)."""
     notes = notes if notes is not None else []
     rows: list[AlgoRow] = []
     for B, N_k, H, H_kv, N_q, pages in (QUICK_SHAPES if quick else DECODE_SHAPES):
@@ -125,7 +129,7 @@ def decode_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...]
                 for page in (None, *pages):
                     shape = decode_shape(B, N_k, H, H_kv, N_q, dtype, page)
                     rows.append(AlgoRow(kernel, shape, _pick(shape, predictor, notes), "model-top"))
-        rows += [AlgoRow(p, decode_shape(B, N_k, H, H_kv, N_q, dtype)) for p in DECODE_PEERS
+        rows += [AlgoRow(p, decode_shape(B, N_k, H, H_kv, N_q, dtype)) for p in (*DECODE_PEERS, DECODE_FLOOR)
                  if peers is None or p in peers]
     return rows
 
@@ -134,6 +138,11 @@ def decode_rows(quick: bool = False, dtype: str = "bf16", peers: tuple[str, ...]
 
 def _layout(kernel: str, shape: dict[str, Any]) -> dict[str, Any]:
     page = shape.get("page_size")
+    if kernel == DECODE_FLOOR:   # reads the contiguous caches and nothing else
+        cache, layout = "read floor", "k and v caches (B, N_k, H_kv, d), read once, nothing written"
+        nbytes = decode_bytes(shape)["kv_read"]
+        return {"cache": cache, "layout": layout, "cache_seqlens": shape["N_k"], "kv_read": nbytes,
+                "q_read": 0, "o_written": 0, "total": nbytes}
     if kernel in DECODE_PEERS:
         cache, layout = "dense", "q (B, H, N_q, d), k and v (B, H_kv, N_k, d)"
     elif page:
@@ -173,16 +182,19 @@ def _predict(rec: ResultRow, run, cache: dict) -> None:
 def _record(row: AlgoRow, run, cache: dict) -> ResultRow:
     rec = new_record(row, "fwd")   # a decode is an attention forward over a cache
     rec.extra["decode"] = _layout(row.kernel, row.shape)
-    _predict(rec, run, cache)
+    if row.kernel != DECODE_FLOOR:   # the model's time is a decode's, not the floor's
+        _predict(rec, run, cache)
     return rec
 
 
-def bandwidth_fields(rec: ResultRow, roof: float | None) -> None:
-    """A timed row's effective bandwidth (the bytes it must move over its measured time) and that as a
-    fraction of the read roof measured in the same run."""
+def bandwidth_fields(rec: ResultRow, roof: float | None, floor_ms: float | None = None) -> None:
+    """A timed row's effective bandwidth (the bytes it must move over its measured time), that as a
+    fraction of the read roof measured in the same run, and the group's read floor over its time (1: as
+    fast as reading the cache alone)."""
     dec = rec.extra["decode"]
     dec["effective_bandwidth"] = dec["total"] / (rec.measured_ms / 1e3)
     dec["read_roof_fraction"] = dec["effective_bandwidth"] / roof if roof else None
+    dec["read_floor_fraction"] = floor_ms / rec.measured_ms if floor_ms else None
 
 
 def _progress(i: int, n: int, rec: ResultRow, elapsed_s: float) -> str:
@@ -240,7 +252,7 @@ class _DecodePhase:
         """One cache and the pools of every page size and the peers' dense copies the group's rows need."""
         shape = base_shape(rows[0].shape)
         pages = sorted({row.shape["page_size"] for row in rows if row.shape.get("page_size")})
-        peers = any(row.kernel in DECODE_PEERS for row in rows)
+        peers = any(row.kernel in DECODE_PEERS for row in rows)   # (the floor reads the contiguous caches)
         n_sets = input_sets(shape, self.run.opts.input_sets, float(getattr(self.run.spec, "l2_bytes", 0) or 0))
         return impl.make_inputs(shape, pages, peers, n_sets, seed)
 
@@ -248,9 +260,10 @@ class _DecodePhase:
         return impl.runner(row.kernel, row.config, row.shape.get("page_size"))
 
     def timed(self, recs: list[ResultRow]) -> None:
+        floor = next((r.measured_ms for r in recs if r.kernel == DECODE_FLOOR and r.ok), None)
         for rec in recs:
             if rec.ok:
-                bandwidth_fields(rec, self.roof)
+                bandwidth_fields(rec, self.roof, floor)
 
 
 def run_decode(run, rows: list[AlgoRow], first: int, seed: int) -> None:
@@ -267,28 +280,30 @@ def _cells(r: dict) -> list[str]:
     head = [f"B{s['B']} Nk{s['N_k']} H{s['H']}:{s['H_kv']} Nq{s['N_q']}", r["kernel"], cache,
             f"{decode_bytes(s)['kv_read'] / 2**20:.0f}"]
     if not r.get("ok"):
-        return head + ["-", "-", "-", "-", (r.get("error") or "not ok")[:60]]
-    frac = dec.get("read_roof_fraction")
+        return head + ["-", "-", "-", "-", "-", (r.get("error") or "not ok")[:60]]
+    frac, floor = dec.get("read_roof_fraction"), dec.get("read_floor_fraction")
     pred = f"{r['predicted_ms'] * 1e3:.1f}" if r.get("predicted_ms") else "-"
     return head + [f"{r['measured_ms'] * 1e3:.1f}", f"{dec.get('effective_bandwidth', 0) / 1e12:.2f}",
-                   f"{frac:.0%}" if frac is not None else "-", pred, r.get("config_label") or ""]
+                   f"{frac:.0%}" if frac is not None else "-", f"{floor:.0%}" if floor is not None else "-", pred,
+                   r.get("config_label") or ""]
 
 
 def decode_table(results: dict[str, Any]) -> str | None:
     """The decode rows of a run as a short table (None without any): per row the shape, kernel, cache,
-    K+V MiB, measured us, effective TB/s, fraction of the read roof, predicted us."""
+    K+V MiB, measured us, effective TB/s, fraction of the read roof, the read floor's time over the
+    row's, predicted us."""
     rows = [r.as_dict() if isinstance(r, ResultRow) else r for r in results.get("rows", [])]
-    rows = [r for r in rows if r.get("kernel") in (*DECODE_KERNELS, *DECODE_PEERS)]
+    rows = [r for r in rows if r.get("kernel") in (*DECODE_KERNELS, *DECODE_PEERS, DECODE_FLOOR)]
     if not rows:
         return None
     roof = results.get("read_roof") or {}
     head = (f"read roof {roof['bandwidth'] / 1e12:.2f} TB/s ({roof.get('source', '')})" if roof.get("bandwidth")
             else f"no read roof ({roof.get('error', 'not measured')})")
-    cols = ["shape", "kernel", "cache", "KV MiB", "us", "TB/s", "roof", "pred us", "config / error"]
+    cols = ["shape", "kernel", "cache", "KV MiB", "us", "TB/s", "roof", "floor", "pred us", "config / error"]
     table = [cols] + [_cells(r) for r in rows]
     widths = [max(len(line[c]) for line in table) for c in range(len(cols) - 1)]
     lines = [f"Decode rows ({head}):"]
     for line in table:
-        lines.append("  " + "  ".join(c.rjust(w) if 3 <= k <= 7 else c.ljust(w)
+        lines.append("  " + "  ".join(c.rjust(w) if 3 <= k <= 8 else c.ljust(w)
                                       for k, (c, w) in enumerate(zip(line, widths))) + "  " + line[-1])
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from iomodel.algo_peers import DECODE_PEERS
+from iomodel.algo_peers import DECODE_FLOOR, DECODE_PEERS
 
 from .records import short_error
 from .torch_common import first_call, randn
@@ -147,6 +147,7 @@ class TorchDecode:
 
     def __init__(self, torch):
         self.torch = torch
+        self._floor = None   # the read floor's kernel, compiled at its first row
 
     def read_roof(self, quick: bool = False) -> dict[str, Any]:
         from .ceilings import measure_read
@@ -214,6 +215,12 @@ class TorchDecode:
         """The timed call of a row on one input set."""
         if kernel in DECODE_PEERS:
             return _Sdpa(self.torch, DECODE_PEERS[kernel])
+        if kernel == DECODE_FLOOR:
+            if self._floor is None:
+                from .read_floor import ReadFloor
+
+                self._floor = ReadFloor(self.torch)
+            return self._floor
         import kernels
 
         entry = getattr(kernels, "flash_attention_with_kvcache", None)
@@ -260,6 +267,9 @@ class TorchDecode:
         """The row's call once on the first set against the reference: (max |out - ref| / max |ref|,
         whether the output is all finite).  Ours in the kernels' debug mode, with ``validate=True``."""
         torch = self.torch
+        if kernel == DECODE_FLOOR:   # no attention output: its integer sum of the caches' words is exact,
+            got = int(fn(inputs[0][0]).sum())   # so any byte missed or read twice shows as an error of 1
+            return (0.0 if got == fn.expected(inputs[0][0]) else 1.0), True
         if isinstance(fn, _Sdpa):
             out = self._peer_output(fn, inputs)
         else:

@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from iomodel.accuracy import PEER_KERNELS
-from iomodel.algo_peers import DECODE_KERNELS, VARLEN, VARLEN_PEERS, algo_flops, algo_of
+from iomodel.algo_peers import DECODE_FLOOR, DECODE_KERNELS, VARLEN, VARLEN_PEERS, algo_flops, algo_of
 from iomodel.problems import conventional_flops
 from iomodel.results import config_dict, config_label
 
@@ -90,7 +90,7 @@ class FakeDecode:
     raise on every call (as a backend refusing the inputs), kernels in ``wrong`` are off by 5%."""
 
     BANDWIDTH = {"flash_decode_sm80": 2.9e12, "sdpa_flash_decode": 2.3e12, "sdpa_cudnn_decode": 2.6e12,
-                 "sdpa_efficient_decode": 1.6e12}
+                 "sdpa_efficient_decode": 1.6e12, "read_floor_decode": 3.0e12}
     LAUNCH_S = 6e-6
 
     def __init__(self, spec, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
@@ -115,7 +115,8 @@ class FakeDecode:
             if kernel in self.fail:
                 raise RuntimeError(f"fake: {kernel} does not take these inputs")
             rate = self.BANDWIDTH[kernel] * (0.97 if page_size else 1.0)
-            return {"time_s": self.LAUNCH_S + decode_bytes(s["shape"])["total"] / rate,
+            nbytes = decode_bytes(s["shape"])["kv_read" if kernel == DECODE_FLOOR else "total"]
+            return {"time_s": self.LAUNCH_S + nbytes / rate,
                     "err": 0.05 if kernel in self.wrong else 2e-3}
 
         if kernel not in DECODE_KERNELS:

@@ -1,9 +1,10 @@
-"""The committed H100 run of the decode rows (validation/results/h100-sxm-2026-11-24-decode-run2.json)
-against what the docs and the issue note say of it: every row of ours checked and timed; a read roof
+"""The committed H100 runs of the decode rows (validation/results/h100-sxm-2026-11-24-decode-run2.json and
+-run3.json, the second with a read floor in every group) against what the docs and the issue note say of them: every row of ours checked and timed; a read roof
 measured in the run; the paged cache (pages of 16 and 256) within 10% of the same kernel on a contiguous
 cache; with N_q = 4 (GQA 32:8) at least 1.5x the best SDPA backend; the model within a 10% median error
 on our rows; at N_q = 1 within 5% of the best SDPA backend.  (Not the issue's 1.5x under 64 MiB, nor 0.92
-of the roof at 256 MiB: the docs and the note say so, nothing here hides it.)"""
+of the roof at 256 MiB: the docs and the note say so, nothing here hides it; run 3's floor shows the first
+below what reading the cache alone takes.)"""
 from __future__ import annotations
 
 import json
@@ -11,20 +12,31 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-RUN = Path(__file__).resolve().parents[2] / "validation" / "results" / "h100-sxm-2026-11-24-decode-run2.json"
+import pytest
+
+RESULTS = Path(__file__).resolve().parents[2] / "validation" / "results"
+RUNS = [RESULTS / f"h100-sxm-2026-11-24-decode-run{n}.json" for n in (2, 3)]
+RUN3 = RUNS[1]
 OURS = "flash_decode_sm80"
+FLOOR = "read_floor_decode"
+runs = pytest.mark.parametrize("run", RUNS, ids=lambda p: p.stem[-4:])
 
 
-def _groups() -> dict:
+def _groups(run: Path) -> dict:
     by = defaultdict(list)
-    for r in json.loads(RUN.read_text())["rows"]:
+    for r in json.loads(run.read_text())["rows"]:
         s = r["shape"]
         by[(s["B"], s["H"], s["H_kv"], s["N_q"], s["N_k"])].append(r)
     return by
 
 
-def test_our_rows_were_checked_and_timed_beside_a_read_roof():
-    data = json.loads(RUN.read_text())
+def _best_sdpa(rows: list) -> float:
+    return min(r["measured_ms"] for r in rows if r["kernel"] not in (OURS, FLOOR) and r["ok"])
+
+
+@runs
+def test_our_rows_were_checked_and_timed_beside_a_read_roof(run):
+    data = json.loads(run.read_text())
     assert data["complete"] and data["device"].startswith("NVIDIA H100")
     assert 2.5e12 < data["read_roof"]["bandwidth"] < 3.4e12
     ours = [r for r in data["rows"] if r["kernel"] == OURS]
@@ -32,9 +44,10 @@ def test_our_rows_were_checked_and_timed_beside_a_read_roof():
     assert all(r["timing"]["queued_ahead"] for r in data["rows"] if r["ok"])
 
 
-def test_paged_caches_cost_little_over_contiguous():
+@runs
+def test_paged_caches_cost_little_over_contiguous(run):
     paged = 0
-    for rows in _groups().values():
+    for rows in _groups(run).values():
         mine = {r["shape"].get("page_size", 0): r["measured_ms"] for r in rows if r["kernel"] == OURS}
         for page, ms in mine.items():
             if page:
@@ -43,26 +56,47 @@ def test_paged_caches_cost_little_over_contiguous():
     assert paged == 4
 
 
-def test_speculative_rows_beat_the_best_sdpa_backend():
+@runs
+def test_speculative_rows_beat_the_best_sdpa_backend(run):
     spec = 0
-    for key, rows in _groups().items():
+    for key, rows in _groups(run).items():
         if key[3] == 4:
             spec += 1
             ours = min(r["measured_ms"] for r in rows if r["kernel"] == OURS)
-            best = min(r["measured_ms"] for r in rows if r["kernel"] != OURS and r["ok"])
-            assert best >= 1.5 * ours, key
+            assert _best_sdpa(rows) >= 1.5 * ours, key
     assert spec == 2
 
 
-def test_single_query_rows_at_parity_with_the_best_backend():
-    for key, rows in _groups().items():
+@runs
+def test_single_query_rows_at_parity_with_the_best_backend(run):
+    for key, rows in _groups(run).items():
         if key[3] == 1:
             ours = min(r["measured_ms"] for r in rows if r["kernel"] == OURS and "page_size" not in r["shape"])
-            best = min(r["measured_ms"] for r in rows if r["kernel"] != OURS and r["ok"])
-            assert ours <= 1.05 * best, key
+            assert ours <= 1.05 * _best_sdpa(rows), key
 
 
-def test_model_median_error_on_our_rows():
+@runs
+def test_model_median_error_on_our_rows(run):
     errs = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"]
-            for rows in _groups().values() for r in rows if r["kernel"] == OURS]
+            for rows in _groups(run).values() for r in rows if r["kernel"] == OURS]
     assert statistics.median(errs) <= 0.10
+
+
+def test_every_group_of_run3_has_its_read_floor_under_every_row():
+    for key, rows in _groups(RUN3).items():
+        (floor,) = [r for r in rows if r["kernel"] == FLOOR]
+        assert floor["ok"] and floor["max_rel_err"] == 0.0 and floor["decode"]["read_floor_fraction"] == 1.0
+        for r in rows:
+            if r["ok"] and r is not floor:
+                assert r["measured_ms"] >= floor["measured_ms"] and 0 < r["decode"]["read_floor_fraction"] <= 1, key
+
+
+def test_the_small_cache_bar_is_below_the_read_floor():
+    """The issue's 1.5x the best backend under 64 MiB asks for less time than reading the cache alone took
+    (B1 N_k 8192 GQA 32:8, 32 MiB: the floor is 15.2 us, the best backend 22.6 us)."""
+    small = [rows for key, rows in _groups(RUN3).items() if key[3] == 1 and
+             next(r for r in rows if r["kernel"] == FLOOR)["decode"]["kv_read"] < 64 << 20]
+    assert small
+    for rows in small:
+        floor = next(r["measured_ms"] for r in rows if r["kernel"] == FLOOR)
+        assert _best_sdpa(rows) / 1.5 < floor

@@ -14,7 +14,8 @@ import iomodel.algo_peers as algo_peers
 import validation.decode as decode
 from iomodel.accuracy import evaluate
 from iomodel.accuracy_text import format_report
-from iomodel.algo_peers import (ALGO_KERNELS, DECODE_FAMILY, DECODE_KERNELS, DECODE_PEERS, algo_flops, algo_of,
+from iomodel.algo_peers import (ALGO_KERNELS, DECODE_FAMILY, DECODE_FLOOR, DECODE_KERNELS, DECODE_PEERS, algo_flops,
+                                algo_of,
                                 decode_model_shape, default_pass)
 from iomodel.problems import conventional_flops
 from iomodel.results import ResultRow, load_results
@@ -26,7 +27,7 @@ from validation.plan import DEFAULT_ONLY, ONLY_CHOICES, SWEEP_KERNELS
 from validation.sweep import SweepOptions, run_sweep
 
 MiB = 1 << 20
-PEERS = tuple(DECODE_PEERS)
+PEERS = (*DECODE_PEERS, DECODE_FLOOR)   # the rows after ours in a group: SDPA's backends, then the read floor
 ALL = (*DECODE_KERNELS, *PEERS)
 
 
@@ -68,7 +69,7 @@ def test_rows_of_a_group_ours_then_paged_twins_then_peers():
     assert len(rows) == len(DECODE_SHAPES) * (1 + len(PEERS)) + n_paged
     first = [(r.kernel, r.shape.get("page_size"), r.why) for r in rows[:3 + len(PEERS)]]
     assert first[0] == (DECODE_FAMILY, None, "model-top")
-    assert [(k, w) for k, _p, w in first[1:4]] == [(p, "peer") for p in PEERS]
+    assert [(k, w) for k, _p, w in first[1:1 + len(PEERS)]] == [(p, "peer") for p in PEERS]
     i = next(k for k, r in enumerate(rows) if r.shape.get("page_size"))
     assert [(r.kernel, r.shape.get("page_size")) for r in rows[i - 1:i + 2]] == [(DECODE_FAMILY, None),
                                                                                 (DECODE_FAMILY, 16), (DECODE_FAMILY, 256)]
@@ -77,7 +78,7 @@ def test_rows_of_a_group_ours_then_paged_twins_then_peers():
         s = r.shape
         assert s["d"] == 128 and s["dtype"] == "bf16" and s["causal"] is True and s["H"] % s["H_kv"] == 0
         assert algo_of(r.kernel) == "decode" and default_pass(r.kernel) == "fwd"
-    assert len(decode_rows(quick=True)) == len(QUICK_SHAPES) * 4 + sum(len(s[5]) for s in QUICK_SHAPES)
+    assert len(decode_rows(quick=True)) == len(QUICK_SHAPES) * (1 + len(PEERS)) + sum(len(s[5]) for s in QUICK_SHAPES)
 
 
 def test_selection_by_algo_peers_and_only():
@@ -119,8 +120,10 @@ def test_effective_bandwidth_and_fraction_of_the_roof():
     eff = ((1 << 30) + 2 * 65536) / 4e-4
     assert rec.extra["decode"]["effective_bandwidth"] == pytest.approx(eff)
     assert rec.extra["decode"]["read_roof_fraction"] == pytest.approx(eff / 3.0e12)
-    bandwidth_fields(rec, None)
+    assert rec.extra["decode"]["read_floor_fraction"] is None   # no floor timed in the group
+    bandwidth_fields(rec, None, floor_ms=0.38)
     assert rec.extra["decode"]["read_roof_fraction"] is None
+    assert rec.extra["decode"]["read_floor_fraction"] == pytest.approx(0.95)
 
 
 def test_input_sets_hold_three_times_the_l2():
@@ -151,11 +154,18 @@ def test_dry_run_rows_and_json(full):
         dec, t = r["decode"], r["measured_ms"] / 1e3
         rate = FakeDecode.BANDWIDTH[r["kernel"]] * (0.97 if r["shape"].get("page_size") else 1.0)
         assert t == pytest.approx(FakeDecode.LAUNCH_S + dec["total"] / rate, rel=0.02)
-        assert dec["total"] == decode_bytes(r["shape"])["total"] and dec["cache_seqlens"] == r["shape"]["N_k"]
+        floor = r["kernel"] == DECODE_FLOOR   # reads K and V, nothing else
+        assert dec["total"] == decode_bytes(r["shape"])["kv_read" if floor else "total"]
+        assert dec["cache_seqlens"] == r["shape"]["N_k"]
         assert dec["effective_bandwidth"] == pytest.approx(dec["total"] / t)
         assert dec["read_roof_fraction"] == pytest.approx(dec["effective_bandwidth"] / roof)
         assert r["measured_tflops"] == pytest.approx(algo_flops("decode", r["shape"]) / t / 1e12)
         assert r["pass"] == "fwd" and r["timing"]["queued_ahead"] is True and r["max_rel_err"] == 2e-3
+        twin = next(x for x in ok if x["kernel"] == DECODE_FLOOR and x["shape"] == decode.base_shape(r["shape"]))
+        assert dec["read_floor_fraction"] == pytest.approx(twin["measured_ms"] / r["measured_ms"])
+        if floor:
+            assert dec["cache"] == "read floor" and r["predicted_ms"] is None and dec["read_floor_fraction"] == 1
+            continue
         assert dec["cache"] == ("dense" if r["kernel"] in PEERS else "paged" if r["shape"].get("page_size")
                                 else "contiguous")
         # the model's fastest decode of the shape, with its kernel and tiles named
@@ -211,8 +221,8 @@ def test_the_report_keeps_decode_apart(full):
     _res, out, _spec = full
     rep = evaluate(load_results(out), recompute=False)
     assert not rep.rows and rep.ours.n == 0 and rep.peers.n == 0    # the attention forward's statistics see none
-    assert {a.kernel for a in rep.algorithms} == set(ALL) - {"sdpa_cudnn_decode"}
-    assert all(a.predicted_s for a in rep.algorithms)
+    assert {a.kernel for a in rep.algorithms} >= set(ALL) - {"sdpa_cudnn_decode", DECODE_FLOOR}
+    assert all(a.predicted_s for a in rep.algorithms if a.kernel != DECODE_FLOOR)
     assert "sdpa_flash_decode" in format_report(rep)
     again = evaluate(load_results(out))   # python -m iomodel validate: predictions made again by the model
     assert all(a.prediction_source == "recomputed" and a.predicted_s > 0 for a in again.algorithms)
@@ -239,7 +249,8 @@ def test_without_the_family_rows_run_with_the_kernels_own_pick(spec, tmp_path, m
     ours = [r for r in res["rows"] if r["kernel"] == DECODE_FAMILY]
     assert ours and all(r["config"] is None and r["config_label"] == "-" and r["ok"] for r in ours)
     assert any("no model family" in n for n in res["notes"])
-    assert all(r["decode"]["predicted_kernel"].startswith("attention-split-kv/") for r in res["rows"])
+    assert all(r["decode"]["predicted_kernel"].startswith("attention-split-kv/") for r in res["rows"]
+               if r["kernel"] != DECODE_FLOOR)
 
 
 # --------------------------------------------------------------------------- the command line

@@ -82,3 +82,16 @@ def test_our_kernel_passes_the_check(dec, page, n_q):
 def test_read_roof(dec):
     roof = dec.read_roof(quick=True)
     assert roof["bytes"] == 1 << 30 and 1e11 < roof["bandwidth"] < 2e13 and "torch.sum" in roof["source"]
+
+
+@pytest.mark.parametrize("n_k", [4096, 1000, 7])   # whole grid strides, and a tail in every block's last step
+def test_read_floor_reads_every_byte_once(dec, n_k):
+    pytest.importorskip("cupy")
+    shape = decode_shape(3, n_k, 8, 2, 1)
+    inputs = dec.make_inputs(shape, [], False, 2, seed=5)
+    fn = dec.runner("read_floor_decode")
+    assert dec.check("read_floor_decode", fn, inputs, None) == (0.0, True)   # the exact sum of the words
+    s = inputs[1][0]
+    want = fn.expected(s)
+    s.k_cache.view(-1)[-1] += 1   # one element changed at the very end: the sum sees it
+    assert int(fn(s).sum()) == fn.expected(s) != want
