@@ -203,7 +203,8 @@ def decode_prediction(gpu, shape: Mapping[str, Any], calibration="auto"):
     """The model's fastest decode for a decode shape: the chooser's pick among ``flash_decode_sm80``'s
     shipped configs (``iomodel.chooser.choose``) where that family exists, else (before it lands) the
     best configuration of the library's split-KV decode diagram (``attention-split-kv``: not causal,
-    dense cache, so a causal or paged row is predicted as its dense, non-causal twin).  Raises
+    dense cache, so a causal or paged row is predicted as its dense, non-causal twin).  A paged row's
+    page size goes to a family whose plan models the gather (``paged_rows``).  Raises
     ModelError when nothing fits."""
     fam = decode_family()
     if fam is not None:
@@ -214,6 +215,8 @@ def decode_prediction(gpu, shape: Mapping[str, Any], calibration="auto"):
             fields = tuple(fields_of(fam))
         except (KeyError, AttributeError):   # a problem name this module's table does not list
             fields = ()
+        if fam.plan.paged_rows is not None:   # the family models the paged gather: it takes the page size
+            fields += ("page_size",)
         return choose([DECODE_FAMILY], gpu, decode_model_shape(shape, fields), calibration)
     from .algorithms import best_prediction
 

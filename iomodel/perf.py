@@ -45,6 +45,7 @@ class Rates:
     hbm: float
     l2: float | None
     clock_hz: float
+    hbm_latency: float | None = None   # s, measured (calibration); None: a small grid gets its SMs' share
 
 
 def rates_for(spec: GpuSpec, cal: Calibration | None, plan: ExecutionPlan) -> Rates:
@@ -68,8 +69,9 @@ def rates_for(spec: GpuSpec, cal: Calibration | None, plan: ExecutionPlan) -> Ra
     l2 = getattr(cal, "l2_bandwidth", None) if cal is not None else None
     if not l2 and "l2_bandwidth" in spec.facts:
         l2 = spec.facts["l2_bandwidth"].value
+    latency = getattr(cal, "hbm_latency_s", None) if cal is not None else None
     return Rates(tensor=tensor_clk * clock, fp32=fma * clock, exp=ex * clock,
-                 smem=spec.smem_bytes_per_clk_per_sm * clock, hbm=hbm, l2=l2, clock_hz=clock)
+                 smem=spec.smem_bytes_per_clk_per_sm * clock, hbm=hbm, l2=l2, clock_hz=clock, hbm_latency=latency)
 
 
 class CompiledKernel:
@@ -231,6 +233,39 @@ def _hbm_bytes(ck: "CompiledKernel", v: Mapping[str, np.ndarray], spec: GpuSpec,
     return reads + others + v["reread_bytes"] * (1 - hit)
 
 
+#: how sharply a read's bandwidth turns from latency-bound to the roof (``hbm_share``): fitted to the H100's
+#: read at 0.03 to 16.5 MiB in flight (validation/results/profile-decode-h100-2026-11-24/inflight.json:
+#: within 4% at every point, with the calibration's copy bandwidth and latency)
+KNEE = 3.0
+
+
+def pages_per_step(values: Mapping[str, object], plan: ExecutionPlan) -> np.ndarray | float:
+    """The pages a stream step of a paged gather touches (``plan.paged_rows``): rows a step / rows a
+    page, rounded up, at least the one page holding the step (its index is read before its rows); 0
+    where the plan gathers nothing or the page size is 0 (a contiguous cache)."""
+    if plan.paged_rows is None:
+        return 0.0
+    step, page = (np.asarray(values.get(name, 0.0), dtype=np.float64) for name in plan.paged_rows)
+    return np.where(page > 0, np.maximum(np.ceil(step / np.maximum(page, 1.0)), 1.0), 0.0)
+
+
+def hbm_share(v: Mapping[str, np.ndarray], spec: GpuSpec, rates: Rates, occ, pages=0.0) -> np.ndarray:
+    """The share of the HBM bandwidth a grid draws.  With a measured latency, Little's law: the blocks
+    running at once keep (stages - 1) stream steps of loads in flight each (one without a pipeline), a
+    step's bytes its share of the global traffic, each step's loads waiting the latency once and once
+    more for every page it gathers (``pages``); x = bytes in flight / (bandwidth x that wait) turns
+    into a share x / (1 + x^k)^(1/k), linear while latency-bound, 1 once busy.  Without one, a grid
+    smaller than the chip gets its SMs' share."""
+    blocks = v["blocks"]
+    if not rates.hbm_latency:
+        return np.minimum(blocks, spec.sm_count) / spec.sm_count
+    running = np.minimum(blocks, spec.sm_count * occ)
+    step_bytes = v["global_bytes"] / np.maximum(np.maximum(v["steps_total"], blocks), 1)
+    in_flight = running * np.maximum(v["stages"] - 1, 1) * step_bytes
+    x = in_flight / (rates.hbm * rates.hbm_latency * (1 + pages))
+    return np.clip(x / (1 + x ** KNEE) ** (1 / KNEE), 1e-6, 1.0)
+
+
 def _body_time(busy, hbm, l2, stages, resident, plan: ExecutionPlan) -> np.ndarray:
     """Compute (with sync) and memory time combined: overlapped when the stream is pipelined or several
     blocks share an SM; otherwise the HBM time adds to the compute (the next chunk's load waits for
@@ -264,9 +299,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     compute = _compute_time(t, v, spec, plan, threads, resident)
     t["sync"] = _sync_time(v, plan, rates, share, resident)
     hbm = _hbm_bytes(ck, v, spec, occ, resident)
-    # the SMs that have work share the bandwidth: a grid smaller than the chip gets its SMs' share
-    active = np.minimum(blocks, spec.sm_count) / spec.sm_count
-    t["hbm"] = hbm / (rates.hbm * active)
+    t["hbm"] = hbm / (rates.hbm * hbm_share(v, spec, rates, occ, pages_per_step(values, plan)))
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
     body = _body_time(compute + t["sync"], t["hbm"], t["l2"], v["stages"], resident, plan)

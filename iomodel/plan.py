@@ -38,6 +38,11 @@ class ExecutionPlan:
     register_operands: bool = False        # on-chip operands held whole in registers (wgmma with A from registers)
     tensor_reads_smem: bool = False        # the tensor instruction reads its SMEM operands itself (wgmma): that
     #                                        traffic runs under the matrix product instead of as a phase of its own
+    # a stream whose rows are gathered page by page (a paged KV cache): the symbols of the rows a step
+    # loads and of the rows a page holds (its value 0: not paged).  Each page a step touches makes its
+    # loads wait one more HBM latency (the page's index before the rows; a step inside one page still
+    # reads its index): Little's law then needs that many more bytes in flight (``perf.hbm_share``)
+    paged_rows: tuple[str, str] | None = None
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:

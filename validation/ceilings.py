@@ -308,6 +308,19 @@ def _measure_l2(spec, sm: int, res: CeilingResult, quick: bool, log: Callable[[s
     log(f"  L2 read ({m.buffer_bytes >> 20} MiB buffer, {m.passes} passes): {m.bandwidth / 1e12:.2f} TB/s")
 
 
+def _measure_hbm_latency(torch, res: CeilingResult, log: Callable[[str], None]) -> None:
+    """The HBM latency by Little's law on a read with few loads in flight (``validation.read_floor``)."""
+    try:
+        from .read_floor import measure_hbm_latency
+
+        res.values["hbm_latency_s"], res.sources["hbm_latency_s"] = measure_hbm_latency(torch)
+    except Exception as exc:  # noqa: BLE001
+        _record_failure(res, "hbm_latency_s", exc, "HBM latency", log)
+        return
+    torch.cuda.empty_cache()
+    log(f"  HBM latency (Little's law, few loads in flight): {res.values['hbm_latency_s'] * 1e9:.0f} ns")
+
+
 def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = print) -> CeilingResult:
     """Measure every ceiling it can; a failure leaves that value None and records why."""
     import torch
@@ -318,5 +331,6 @@ def measure_ceilings(spec, *, quick: bool = False, log: Callable[[str], None] = 
     _measure_torch_ceilings(torch, res, quick, log)
     _measure_unit_rates(torch, spec, sm, res, quick, log)
     _measure_l2(spec, sm, res, quick, log)
+    _measure_hbm_latency(torch, res, log)
     res.seconds = time.perf_counter() - t0
     return res

@@ -217,6 +217,7 @@ class FakeEnv:
             "exp2_per_clk_per_sm": 16.0,
             "fp32_fma_per_clk_per_sm": 0.957 * spec.fp32_fma_per_clk_per_sm,
             "mma_sync_flops_per_clk_per_sm": 0.6 * spec.tensor_flops_per_clk_per_sm.get("bf16", 2048),
+            "hbm_latency_s": 525e-9,
         }
         for k in res.values:
             res.sources[k] = "dry run: fake number, not a measurement"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SOURCE", "ReadFloor"]
+__all__ = ["SOURCE", "ReadFloor", "measure_hbm_latency"]
 
 THREADS = 256
 UNROLL = 4
@@ -76,11 +76,15 @@ class ReadFloor:
 
     def __call__(self, s) -> Any:
         n16 = self._n16(s)
-        grid_x = max(1, min(self.sms * self.blocks_per_sm, -(-n16 // (THREADS * UNROLL))))
-        out = self.torch.empty(2 * grid_x, device=s.k_cache.device, dtype=self.torch.int64)
+        return self.launch(s.k_cache, s.v_cache, n16, max(1, min(self.sms * self.blocks_per_sm,
+                                                                  -(-n16 // (THREADS * UNROLL)))))
+
+    def launch(self, a, b, n16: int, grid_x: int) -> Any:
+        """Read ``n16`` 16-byte words of each of ``a`` and ``b`` with ``grid_x`` blocks each; the partial sums."""
+        out = self.torch.empty(2 * grid_x, device=a.device, dtype=self.torch.int64)
         stream = self.cupy.cuda.ExternalStream(self.torch.cuda.current_stream().cuda_stream)
-        args = (self.cupy.uint64(s.k_cache.data_ptr()), self.cupy.uint64(s.v_cache.data_ptr()),
-                self.cupy.int64(n16), self.cupy.uint64(out.data_ptr()))
+        args = (self.cupy.uint64(a.data_ptr()), self.cupy.uint64(b.data_ptr()), self.cupy.int64(n16),
+                self.cupy.uint64(out.data_ptr()))
         self.fn((grid_x, 2), (THREADS,), args, stream=stream)
         return out
 
@@ -92,3 +96,35 @@ class ReadFloor:
             for i in range(0, words.numel(), 1 << 28):
                 total += int(words[i:i + (1 << 28)].sum(dtype=self.torch.int64))
         return total
+
+
+def measure_hbm_latency(torch, nbytes: int = 256 << 20, grids: tuple[int, ...] = (2, 4, 8, 16),
+                        repeats: int = 5) -> tuple[float, str]:
+    """The HBM latency by Little's law: the read floor's kernel over ``nbytes`` with a few blocks (each
+    keeps THREADS x UNROLL 16-byte loads in flight, far from what the HBM needs busy), bytes in flight
+    over the bandwidth they drew, the median over ``grids`` (blocks a buffer) of each one's median time.
+    Returns (seconds, source)."""
+    import statistics
+
+    floor = ReadFloor(torch)
+    half = torch.randint(-1000, 1000, (2, nbytes // 8), device="cuda", dtype=torch.int32)
+    n16 = nbytes // 2 // 16
+    latencies = []
+    for grid_x in grids:
+        floor.launch(half[0], half[1], n16, grid_x)
+        times = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            floor.launch(half[0], half[1], n16, grid_x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        in_flight = 2 * grid_x * THREADS * UNROLL * 16
+        latencies.append(in_flight * statistics.median(times) / nbytes)
+    latency = statistics.median(latencies)
+    source = (f"python -m validation: validation/read_floor.py's kernel over {nbytes >> 20} MiB with "
+              f"{', '.join(str(2 * g) for g in grids)} blocks of {THREADS} threads, {UNROLL} 16-byte loads in flight "
+              f"a thread; bytes in flight / bandwidth = {', '.join(f'{x * 1e9:.0f}' for x in latencies)} ns, "
+              f"median {latency * 1e9:.0f} ns")
+    return latency, source

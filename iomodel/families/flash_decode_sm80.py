@@ -100,9 +100,10 @@ def _shipped(*rows: tuple[int, int, int], head_dims=HEAD_DIMS) -> tuple[DecodeCo
 
 
 #: Shipped configurations: (block_n, warps, stages) for each head dim, each with every `parts` of PARTS (a
-#: launch parameter: one compiled kernel serves them all, so the chooser ranks them all). Pending the
-#: kernel's ptxas report (spills) and its first measurements.
-SHIPPED: tuple[DecodeConfig, ...] = _shipped((64, 4, 3), (128, 4, 2))
+#: launch parameter: one compiled kernel serves them all, so the chooser ranks them all). The four-deep ring
+#: (64, 4, 4) keeps a third more bytes in flight a CTA: with fewer parts (a grid smaller than the chip)
+#: that is what draws the bandwidth (profile-decode-h100-2026-11-24: 256 MiB in 93.7 us at one part).
+SHIPPED: tuple[DecodeConfig, ...] = _shipped((64, 4, 3), (64, 4, 4), (128, 4, 2))
 
 
 def _launch_problem(shape) -> str:
@@ -131,14 +132,16 @@ def _diagram(causal: bool, gqa: bool):
 
 
 def _launch_symbols(shape) -> dict:
-    """The rows template parameter the launch picks for the shape's g N_q packed rows."""
-    return {"R": rows_tile(shape["H"] // shape["H_kv"] * shape["N_q"])}
+    """The rows template parameter the launch picks for the shape's g N_q packed rows, and the page size
+    of a paged cache (``page_size`` in the shape; 0: contiguous), which the plan's gather reads."""
+    return {"R": rows_tile(shape["H"] // shape["H_kv"] * shape["N_q"]), "pg": int(shape.get("page_size") or 0)}
 
 
 #: The mma_sync style's plan with one barrier a chunk: the style's 70 cycles a warp per stream step were
 #: fitted on flash_sm80, whose warps meet twice a chunk; these warps meet once (their keys are their own).
 #: Unmeasured for this kernel: the model of a decode is its HBM term, which this does not move.
-DECODE_PLAN = dataclasses.replace(MMA_SYNC.plan, step_latency_cycles_per_warp=35.0)
+#: A paged cache gathers each chunk's Bc rows from pages of `pg` rows (`paged_rows`).
+DECODE_PLAN = dataclasses.replace(MMA_SYNC.plan, step_latency_cycles_per_warp=35.0, paged_rows=("Bc", "pg"))
 
 FAMILY = Family(
     name="flash_decode_sm80",

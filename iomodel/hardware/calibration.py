@@ -45,6 +45,7 @@ CAL_FIELDS: tuple[CalField, ...] = (
     CalField("l2_bandwidth", "bandwidth", "B/s"),
     CalField("exp2_per_clk_per_sm", "op_per_clk", "op/clk/SM"),
     CalField("fp32_fma_per_clk_per_sm", "fma_per_clk", "FMA/clk/SM"),
+    CalField("hbm_latency_s", "time", "ns"),
 )
 # the optional top-level strings, in the order they are written
 _META = ("device_name", "date", "source")
@@ -59,7 +60,9 @@ class Calibration:
     ``copy_bandwidth``: device-to-device copy, bytes read + written per second.
     ``l2_bandwidth``: bytes read per second from a buffer resident in L2, all SMs reading.
     ``*_per_clk_per_sm``: unit rates at ``clock_hz`` (the SM clock sampled
-    during the run).  ``sources`` says how each number was obtained.
+    during the run).  ``hbm_latency_s``: Little's law on a read with few bytes
+    in flight (bytes in flight / the bandwidth they drew), the latency a grid's
+    loads wait when HBM is far from busy.  ``sources`` says how each number was obtained.
     """
 
     gpu_key: str
@@ -73,6 +76,7 @@ class Calibration:
     l2_bandwidth: float | None = None
     exp2_per_clk_per_sm: float | None = None
     fp32_fma_per_clk_per_sm: float | None = None
+    hbm_latency_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False, repr=False)
     path: Path | None = field(default=None, compare=False, repr=False)
 

@@ -30,7 +30,8 @@ def test_registered_with_its_config_and_shipped_parts():
     assert fam.config_type is DecodeConfig and fam.problem == "attention" and fam.head_dims == (64, 128)
     assert fam.space["parts"] == PARTS and fam.bound == {"head_dim": "d"}
     tiles = {(c.block_n, c.warps, c.stages, c.head_dim) for c in SHIPPED}
-    assert tiles == {(64, 4, 3, 64), (64, 4, 3, 128), (128, 4, 2, 64), (128, 4, 2, 128)}
+    assert tiles == {(64, 4, 3, 64), (64, 4, 3, 128), (64, 4, 4, 64), (64, 4, 4, 128), (128, 4, 2, 64),
+                     (128, 4, 2, 128)}
     for t in tiles:   # every parts value ships for every compiled kernel (parts is a launch parameter)
         assert sorted(c.parts for c in SHIPPED if (c.block_n, c.warps, c.stages, c.head_dim) == t) == list(PARTS)
     assert {1, 2, 4, 8, 16, 32, 64, 128} <= set(PARTS)
@@ -77,13 +78,14 @@ def test_smem_is_the_documented_formula(g, n_q):
         assert p.kernels[0]["smem_bytes"] == c.smem_bytes(rows), c
 
 
-def test_one_sequence_picks_many_parts_that_fill_the_sms():
+def test_one_sequence_picks_parts_that_keep_the_hbm_busy():
+    """One sequence (8 KV heads): one part a head keeps 8 CTAs' loads in flight, far from what the HBM
+    needs busy (Little's law with the calibration's latency); the pick splits until it is busy."""
     best = choose([NAME], GPU, SMALL)
-    sms = resolve_gpu(GPU).sm_count
-    assert best.config.parts >= 16, best.config
-    assert best.kernels[0]["blocks"] >= 0.9 * sms and best.bottleneck == "hbm"
+    assert best.config.parts >= 8, best.config
+    assert best.bottleneck == "hbm"
     one = predict(NAME, GPU, SMALL, dataclasses.replace(best.config, parts=1))
-    assert one.time_s > 5 * best.time_s   # 8 CTAs get 8/132 of the bandwidth
+    assert one.time_s > 4 * best.time_s
 
 
 def test_a_large_batch_picks_one_or_two_parts():
@@ -169,10 +171,30 @@ def test_cli_predicts_and_searches_parts(cli):
                        "--kv-seqlen", "8192", "--json")
     assert code == 0
     (row,) = json.loads(out)
-    assert row["kernel"] == NAME and row["shape"]["N_q"] == 1 and row["config"]["parts"] >= 16
+    assert row["kernel"] == NAME and row["shape"]["N_q"] == 1 and row["config"]["parts"] >= 4
     code, out, _ = cli("tiles", "--algo", "flash-decode", "--top", "3", "--json")
     (res,) = json.loads(out)
     assert code == 0 and res["shape"]["N_q"] == 1 and res["shape"]["N_k"] == 8192 and res["shape"]["H_kv"] == 4
     assert {p["config"]["parts"] for p in res["ranked"]} <= set(PARTS)
     code, out, _ = cli("pseudocode", "--kernel", NAME, "--causal", "--seqlen", "4")
     assert code == 0 and "flash-decode-combine" in out and "R=16" in out
+
+
+def test_a_paged_cache_waits_longer_and_takes_more_parts():
+    """Pages of 16 rows: a 64-row chunk gathers 4 pages, each one more HBM latency for its loads (the
+    page's index, then the data), so Little's law needs more bytes in flight: the pick splits more than
+    on the contiguous cache, and the same config is predicted slower; a chunk inside a page of 256 still
+    waits for that page's index."""
+    from iomodel.perf import pages_per_step
+
+    contiguous = dict(B=8, H=32, H_kv=8, N_q=1, N_k=32768, d=128)
+    flat = choose([NAME], GPU, contiguous)
+    paged = choose([NAME], GPU, {**contiguous, "page_size": 16})
+    assert paged.config.parts > flat.config.parts
+    same = predict(NAME, GPU, {**contiguous, "page_size": 16}, flat.config)
+    assert same.time_s > 1.2 * flat.time_s
+    plan = families.get(NAME).plan
+    assert plan.paged_rows == ("Bc", "pg")
+    assert pages_per_step({"Bc": 64.0, "pg": 16.0}, plan) == 4.0
+    assert pages_per_step({"Bc": 64.0, "pg": 256.0}, plan) == 1.0
+    assert pages_per_step({"Bc": 64.0, "pg": 0.0}, plan) == 0.0

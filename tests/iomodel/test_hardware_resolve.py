@@ -171,7 +171,7 @@ def test_calibration_field_errors(tmp_path, f):
     with pytest.raises(HardwareError, match=rf"^calibration: field '{f.name}' must be a positive number \(got -1\)$"):
         calibration_from_dict({"gpu_key": "k", f.name: -1})
     p.write_text(f'gpu_key = "h100-sxm"\n[{f.name}]\nvalue = 2\nunit = "{f.unit}"\nsource = "x"\n')
-    assert getattr(load_calibration(str(p)), f.name) == 2.0
+    assert getattr(load_calibration(str(p)), f.name) == pytest.approx(2.0 * UNITS[f.dim][f.unit])   # base units
 
 
 # -- the atomic writer ----------------------------------------------------------

@@ -56,3 +56,19 @@ def test_every_shipped_variant_builds_without_spills(build):
     for name, r in ptxas.items():
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0 and r["stack"] == 0, (name, r)
         assert r["registers"] <= 255, (name, r)
+
+
+def test_the_chooser_sees_a_paged_cache(monkeypatch):
+    """The kernel's choice takes the page size to the model: pages of 16 get more parts than the
+    contiguous cache of the same shape (``kernels.kvcache.decode_shape``, ``decode_config``; the device
+    an H100)."""
+    from iomodel import chooser
+    from kernels import dispatch
+    from kernels.kvcache import decode_config, decode_shape
+    from kernels.kvcache_checks import KVCall
+
+    monkeypatch.setattr(dispatch, "choose", lambda names, shape, index: chooser.choose(list(names), "h100-sxm", shape))
+    flat = KVCall(8, 1, 32, 8, 128, "bf16", False, 32768, 0, 32768, 0, 128 ** -0.5, None, None)
+    paged = KVCall(8, 1, 32, 8, 128, "bf16", True, 16, 8 * 2048, 32768, 0, 128 ** -0.5, None, None)
+    assert "page_size" not in decode_shape(flat, True) and decode_shape(paged, True)["page_size"] == 16
+    assert decode_config(paged, True, None, 0, 0).parts > decode_config(flat, True, None, 0, 0).parts

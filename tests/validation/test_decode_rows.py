@@ -188,8 +188,9 @@ def test_our_rows_carry_the_choosers_pick(full):
     from iomodel.chooser import choose
     from iomodel.hardware import load_calibration
 
-    for r in ours:
-        pick = choose([DECODE_FAMILY], "h100-sxm", decode_model_shape(r["shape"]), load_calibration("h100-sxm"))
+    for r in ours:   # a paged row's page size goes to the model (the family models the gather)
+        shape = decode_model_shape(r["shape"], ("page_size",))
+        pick = choose([DECODE_FAMILY], "h100-sxm", shape, load_calibration("h100-sxm"))
         assert r["config"] == pick.config.as_dict() and r["why"] == "model-top"
         assert r["predicted_ms"] == pytest.approx(pick.time_s * 1e3)
         assert r["decode"]["predicted_kernel"] == DECODE_FAMILY

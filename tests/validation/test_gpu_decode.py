@@ -95,3 +95,11 @@ def test_read_floor_reads_every_byte_once(dec, n_k):
     want = fn.expected(s)
     s.k_cache.view(-1)[-1] += 1   # one element changed at the very end: the sum sees it
     assert int(fn(s).sum()) == fn.expected(s) != want
+
+
+def test_hbm_latency_by_littles_law():
+    pytest.importorskip("cupy")
+    from validation.read_floor import measure_hbm_latency
+
+    latency, source = measure_hbm_latency(torch, nbytes=64 << 20, grids=(2, 8), repeats=3)
+    assert 100e-9 < latency < 5e-6 and "median" in source
