@@ -24,7 +24,7 @@ from .hardware import CALIBRATION_DIR, Calibration, GpuSpec, HardwareError, load
 from .limits import check_fits
 from .names import suggest
 from .perf import ProgramModel, build_model
-from .problems import check_shape, problem_flops, shape_symbols
+from .problems import check_shape, is_windowed, problem_flops, shape_symbols, window_of
 
 __all__ = ["Prediction", "predict", "rank_configs", "prepare", "evaluate_configs", "symbol_values", "model_result",
            "family_model", "shape_model", "resolve_calibration", "named_calibration"]
@@ -87,16 +87,26 @@ def named_calibration(name) -> Calibration:
 
 
 @functools.lru_cache(maxsize=None)
-def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16") -> ProgramModel:
+def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
+                 window: tuple[bool, bool] | None = None) -> ProgramModel:
+    """`window`: (left bound, right bound) of a sliding window: the family's plain diagram with that band
+    (its bounds the symbols ``Wl`` and ``Wr``, the shape's ``window_left`` and ``window_right``)."""
     fam = families.get(kernel)
-    prog = as_program(fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa))
+    if window is not None:
+        prog = as_program(fam.window_band(fam.build(False, gqa), *window))
+    else:
+        prog = as_program(fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa))
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
     return build_model(derive(prog, exact=False), plans)
 
 
 def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
-    """The (cached) model of a family for a checked shape: its causality, grouped heads and dtype."""
-    return family_model(kernel, bool(shape["causal"]), shape.get("H_kv", 1) != shape.get("H", 1), shape["dtype"])
+    """The (cached) model of a family for a checked shape: its causality, grouped heads, dtype and window."""
+    gqa = shape.get("H_kv", 1) != shape.get("H", 1)
+    if is_windowed(shape):
+        left, right = window_of(shape)
+        return family_model(kernel, False, gqa, shape["dtype"], (left >= 0, right >= 0))
+    return family_model(kernel, window_of(shape)[1] == 0, gqa, shape["dtype"])   # (-1, 0) is causal
 
 
 def prepare(kernel: str, gpu, shape: Mapping, calibration="auto"):
@@ -125,7 +135,11 @@ def symbol_values(kernel: str, shape: Mapping, typed: Sequence) -> dict:
     `launch_symbols`: decode's packed row tile) and each typed config's tiles."""
     fam = families.get(kernel)
     launch = fam.launch_symbols(shape) if fam.launch_symbols is not None else {}
-    return {**shape_symbols(fam.problem, shape, fam.shape_fields), **launch, **fam.symbol_values(typed)}
+    band = {}
+    if is_windowed(shape):   # the window's bounds (an unbounded side's symbol is not in the diagram)
+        left, right = window_of(shape)
+        band = {"Wl": max(left, 0), "Wr": max(right, 0)}
+    return {**shape_symbols(fam.problem, shape, fam.shape_fields), **launch, **band, **fam.symbol_values(typed)}
 
 
 def model_result(kernel: str, spec: GpuSpec, cal, shape: Mapping, typed: Sequence) -> dict:

@@ -1,6 +1,7 @@
 """The problems families solve (attention, its backward, matmul, softmax): shape fields, checks, symbols, FLOPs.
 
-A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention and its backward;
+A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention and its backward, and
+``window_left, window_right`` for a sliding window, FlashAttention's ``window_size``;
 ``M, N, K`` for a matmul; ``rows, cols`` for a softmax). This module is the one place that knows those fields.
 """
 from __future__ import annotations
@@ -52,6 +53,12 @@ def check_shape(family, shape: Mapping) -> dict:
         raise ModelError(f"dtype {s['dtype']!r} not supported; use one of {', '.join(family.dtypes)}")
     if family.head_dims and s["d"] not in family.head_dims:
         raise ModelError(f"head dim {s['d']} not supported by {family.name}; supported: {family.head_dims}")
+    for key in ("window_left", "window_right"):
+        val = s.get(key, -1)
+        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < -1:
+            raise ModelError(f"shape field {key} must be an integer >= -1 (-1: unbounded), got {val!r}")
+    if attention and is_windowed(s) and family.window_band is None:
+        raise ModelError(f"{family.name} has no sliding window (window_left, window_right)")
     return s
 
 
@@ -81,9 +88,30 @@ def conventional_flops(shape: Mapping, problem: str = "attention") -> float:
         return 5.0 * shape["rows"] * shape["cols"]
     nq, nk = shape["N_q"], shape.get("N_k", shape["N_q"])
     full = 4.0 * shape["B"] * shape["H"] * nq * nk * shape["d"]
-    if not shape.get("causal"):
+    left, right = window_of(shape)
+    if left < 0 and right < 0:
         return full
-    if nq == nk:
+    if left < 0 and right == 0 and nq == nk:
         return full / 2
-    live = np.clip(np.arange(nq) + (nk - nq) + 1, 0, nk).sum()
+    rows = np.arange(nq) + (nk - nq)   # query i's diagonal key (bottom-right)
+    hi = np.minimum(rows + right, nk - 1) if right >= 0 else np.full(nq, nk - 1)
+    lo = np.maximum(rows - left, 0) if left >= 0 else np.zeros(nq, dtype=np.int64)
+    live = np.clip(hi - lo + 1, 0, None).sum()
     return full * float(live) / (nq * nk)
+
+
+def window_of(shape: Mapping) -> tuple[int, int]:
+    """(left, right) of an attention shape's band, FlashAttention's window_size (-1: unbounded): query i
+    sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  ``causal`` is (-1, 0) (a window's right
+    bound, when the shape has one, is the shape's own)."""
+    left = int(shape.get("window_left", -1))
+    right = int(shape.get("window_right", -1))
+    if shape.get("causal") and right < 0:
+        right = 0
+    return left, right
+
+
+def is_windowed(shape: Mapping) -> bool:
+    """Whether a shape's band has a left bound, or a right one other than the causal diagonal."""
+    left, right = window_of(shape)
+    return left >= 0 or right > 0

@@ -24,7 +24,7 @@ CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/ke
 """
 from __future__ import annotations
 
-__all__ = ["flash_attention", "flash_attention_backward", "flash_attention_with_kvcache", "flash_attention_varlen",
+__all__ = ["flash_attention", "flash_attn_func", "flash_attention_backward", "flash_attention_with_kvcache", "flash_attention_varlen",
            "attention_unfused", "run", "set_debug", "debug_enabled"]
 
 
@@ -38,8 +38,12 @@ def _needs_grad(*ts) -> bool:
 
 
 def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=False, backend="auto",
-                    bwd_config=None, deterministic=False):
+                    bwd_config=None, deterministic=False, window_size=(-1, -1)):
     """FlashAttention forward: O (B, H, N_q, d), and with ``return_lse`` also the natural-log LSE.
+
+    ``window_size``: (left, right), FlashAttention's sliding window (-1: unbounded; ``causal`` sets
+    right = 0): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  A window is forward
+    only (no backward yet) and runs on the mma.sync kernel (flash_sm80).
 
     Differentiable in q, k and v: when one of them requires grad (and grad mode is on), O carries the
     backward of ``flash_attention_backward`` with ``bwd_config`` (None: the model's pick) and
@@ -51,16 +55,35 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
     ``config=None`` the model (``iomodel.chooser.choose``) picks the family and config over
     flash_sm80 and, on an sm_90 GPU, flash_sm90.
     """
-    if _needs_grad(q, k, v):
+    from .window import window
+
+    win = window(window_size, causal)
+    causal = win.causal
+    if win.local:
+        if _needs_grad(q, k, v):
+            raise ValueError(f"window_size={tuple(window_size)} has no backward yet: call it on tensors that do not "
+                             "require grad (or under torch.no_grad()).")
+    elif _needs_grad(q, k, v):
         from . import autograd
 
         out, lse = autograd.flash_attention(q, k, v, causal, scale, config, backend, bwd_config, deterministic)
         return (out, lse) if return_lse else out
     from . import dispatch
 
-    family, config = dispatch.flash_family(q, k, v, causal, config, backend)
+    band = win if win.local else None
+    family, config = dispatch.flash_family(q, k, v, causal, config, backend, band)
     return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
-                                             return_lse=return_lse)
+                                             return_lse=return_lse, window=band)
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, return_lse=False, deterministic=False):
+    """FlashAttention's ``flash_attn_func``: q (B, N_q, H, d), k and v (B, N_k, H_kv, d); see
+    ``kernels.fa_interface.flash_attn_func``."""
+    from .fa_interface import flash_attn_func as run
+
+    return run(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, return_lse,
+               deterministic)
 
 
 def flash_attention_backward(dout, q, k, v, out, lse, causal=False, scale=None, config=None, deterministic=False):

@@ -35,7 +35,7 @@ WGMMA_SST_N = (64, 128)
 
 # Parameter lists of the sm80 kernels, for explicit instantiation (they must match the headers).
 _FLASH_PARAMS = ("const {T}*, const {T}*, const {T}*, {T}*, float*, "
-                 + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*")
+                 + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*, int, int")
 _MATMUL_PARAMS = ("const {T}*, const {T}*, void*, int, int, int, int, "
                   + "long long, " * 9 + "int, int, float")
 _SOFTMAX_PARAMS = "const float*, {T}*, long long, int, int, int, int, int"
@@ -53,11 +53,12 @@ def _b(flag: bool) -> str:
 
 
 # ------------------------------------------------------------------ mma.sync templates (sm80 and newer)
-def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
+def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
     """Template-id of ``flash_fwd_kernel`` for a FlashConfig, e.g.
-    ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen)."""
+    ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen; a
+    ninth, ``true``, for a sliding window, whose upper bound is the causal flag's)."""
     return (f"iom::flash_fwd_kernel<iom::{_check_dtype(dtype)}, {cfg.block_m}, {cfg.block_n}, {cfg.warps}, "
-            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}>")
+            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}{', true' if local else ''}>")
 
 
 def matmul_kernel(cfg, dtype: str, b_kmajor: bool, out_f32: bool) -> str:

@@ -16,6 +16,7 @@ from typing import Mapping
 
 from iomodel import families
 from iomodel.names import suggest
+from iomodel.problems import is_windowed
 
 from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
@@ -64,7 +65,7 @@ def choose(names, shape: dict, index: int):
     return chooser.choose(list(names), driver.device_props(index).name, shape)
 
 
-def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
+def flash_family(q, k, v, causal, config, backend: str, window=None) -> tuple[str, object]:
     """(family, config) of a flash_attention call: the backend's family, the config's own, or the model's
     pick over the flash families of this GPU."""
     if backend not in ("auto", *FLASH_BACKENDS):
@@ -74,7 +75,8 @@ def flash_family(q, k, v, causal, config, backend: str) -> tuple[str, object]:
     if config is not None:
         return config_family(config), config
     shape = check_qkv(q, k, v, head_dims=_FLASH_HEAD_DIMS)
-    return forward_family({**shape, "causal": bool(causal)}, None, driver.device_index(q.device))
+    band = window.shape_fields() if window is not None else {"causal": bool(causal)}
+    return forward_family({**shape, **band}, None, driver.device_index(q.device))
 
 
 def forward_family(shape: dict, config, index: int) -> tuple[str, object]:
@@ -82,7 +84,8 @@ def forward_family(shape: dict, config, index: int) -> tuple[str, object]:
     family (the config itself unchecked), or the model's pick over the forward families this GPU runs."""
     if config is not None:
         return config_family(config), config
-    names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))]
+    names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))
+             and (families.get(n).window_band is not None or not is_windowed(shape))]   # a window: who has one
     pick = choose(names, shape, index)
     return pick.kernel, pick.config
 
@@ -132,10 +135,15 @@ class Call:
     smem: int
 
 
-def prepare(family: str, q, k, v, causal, config, scale) -> Call:
-    """Check a launch of `family` (inputs, GPU, scale, config, shared memory) and resolve its config."""
+def prepare(family: str, q, k, v, causal, config, scale, window=None) -> Call:
+    """Check a launch of `family` (inputs, GPU, scale, config, shared memory) and resolve its config.
+    `window`: a ``kernels.window.Window`` (its bounds then set the shape's causal flag and window)."""
     fam = families.get(family)
-    shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), "causal": bool(causal)}
+    band = window.shape_fields() if window is not None else {"causal": bool(causal)}
+    if window is not None and window.local and fam.window_band is None:
+        raise ValueError(f"the {family} kernel has no sliding window (window_size={(window.left, window.right)}); "
+                         "backend='sm80' has one")
+    shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), **band}
     index = driver.device_index(q.device)
     cap = driver.capability(index)
     if not runs_here(family, cap):

@@ -107,7 +107,7 @@ def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | 
 
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
-              _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None):
+              _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None, window=None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other strides
@@ -120,7 +120,7 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
     (default :func:`heads_per_section`).
     """
-    call = prepare(FAMILY, q, k, v, causal, config, scale)
+    call = prepare(FAMILY, q, k, v, causal, config, scale, window)   # (no window variant: a local one raises)
     out, lse = _outputs(q, call.shape, return_lse, out)
     launch(q, k, v, out, lse, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
            _persistent=_persistent, _sections=_sections)

@@ -72,6 +72,12 @@ class Family:
     kernel_plans: Mapping[str, ExecutionPlan] = field(default_factory=dict)  # kernel name -> plan where it differs
     derived_symbols: Callable[[list], dict] | None = None  # configs -> {symbol: values} the code derives
     launch_symbols: Callable[[Mapping], dict] | None = None  # checked shape -> {symbol: value} the launch derives
+    # a sliding window (the shape's window_left, window_right): (diagram, has left bound, has right bound)
+    # -> the diagram with that band on its (query, key) axes; None: the kernel has no window
+    window_band: Callable[[Any, bool, bool], Any] | None = None
+    # shipped configs whose window variant the kernels do not offer (its ptxas report spills: the build
+    # test holds this list to the report)
+    window_unshipped: tuple = ()
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it
     # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
     workspace_bytes: Callable[[Mapping], float] | None = None
@@ -131,9 +137,12 @@ class Family:
                 for vals in itertools.product(*(self.space[k] for k in keys))]
 
     def shipped_for(self, shape: Mapping) -> list:
-        """The shipped configs that fit `shape` (its bound fields)."""
+        """The shipped configs that fit `shape` (its bound fields; a windowed shape: those with a window)."""
+        from ..problems import is_windowed
+
+        skip = self.window_unshipped if is_windowed(shape) else ()
         return [c for c in self.shipped
-                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items())]
+                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items()) and c not in skip]
 
     # ---- the model's view
     @property

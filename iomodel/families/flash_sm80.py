@@ -85,6 +85,13 @@ def _diagram(causal: bool, gqa: bool):
     return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal, **kw)
 
 
+def _window(diagram, left: bool, right: bool):
+    """A sliding window (IS_LOCAL): the band on (query, key); the kernel streams the chunks of a tile's band."""
+    from diagrams import library
+
+    return library.window_band(diagram, left, right)
+
+
 FAMILY = Family(
     name="flash_sm80",
     description="FlashAttention forward, mma.sync + cp.async, synchronous warps",
@@ -100,4 +107,7 @@ FAMILY = Family(
     bound={"head_dim": "d"},
     head_dims=HEAD_DIMS,
     launch_problem=_launch_problem,
+    window_band=_window,
+    # its window variant spills 72 bytes (the window's bounds on top of 255 registers): not offered
+    window_unshipped=(FlashConfig(128, 128, 4, 2, 64),),
 )

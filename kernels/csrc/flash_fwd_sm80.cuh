@@ -27,6 +27,13 @@
 // longest sequence and the tiles past a shorter one's rows return at once; N_q and N_k are per sequence
 // (the causal diagonal too, bottom-right in each); the LSE is (H, total_q).  The arguments N_q and N_k
 // are then total_q and total_k; the batch strides are unused.
+//
+// IS_LOCAL (a sliding window, FlashAttention's window_size): query i sees keys j with
+// i + diag - win_left <= j <= i + diag + win_right (diag = N_k - N_q, bottom-right).  The upper bound
+// is IS_CAUSAL's diagonal moved by win_right (the launcher sets IS_CAUSAL whenever the window has
+// one); win_left >= 2^30 stands for no lower bound.  A tile streams only the chunks of its band: from
+// the chunk holding its first row's first key; chunks across either edge are masked.  (The window's
+// terms are all under IS_LOCAL, so the other variants compile to the code they had without it.)
 #pragma once
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
@@ -34,7 +41,7 @@
 namespace iom {
 
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
-          bool IS_VARLEN = false>
+          bool IS_VARLEN = false, bool IS_LOCAL = false>
 __global__ void __launch_bounds__(WARPS * 32, 1)
 flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, float* __restrict__ lse,
@@ -43,7 +50,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                  i64 v_sb, i64 v_sh, i64 v_sn,
                  i64 o_sb, i64 o_sh, i64 o_sn,
                  int H, int group, int N_q_arg, int N_k_arg, float scale_log2, float scale,
-                 const int* __restrict__ cu_q, const int* __restrict__ cu_k) {
+                 const int* __restrict__ cu_q, const int* __restrict__ cu_k, int win_left, int win_right) {
     constexpr int THREADS = WARPS * 32;
     constexpr int ROWS_PER_WARP = BLOCK_M / WARPS;
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
@@ -78,7 +85,10 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         q_at = (i64)q0 * q_sn, k_at = (i64)k0 * k_sn, v_at = (i64)k0 * v_sn, o_at = (i64)q0 * o_sn;
         l_at = (i64)h * N_q_arg + q0;
     }
-    const int diag = N_k - N_q;   // key j is visible from query i iff j <= i + diag (causal)
+    // key j is visible from query i iff j <= i + diag (causal; local: the diagonal moved by win_right)
+    // and, local, j >= i + lo
+    const int diag = IS_LOCAL ? N_k - N_q + win_right : N_k - N_q;
+    const int lo = IS_LOCAL ? N_k - N_q - win_left : 0;
 
     const T* qg = q + q_at + (i64)h * q_sh;
     const T* kg = k + k_at + (i64)hk * k_sh;
@@ -92,7 +102,9 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         const int last_key = last_row + diag;            // highest key any row here sees
         n_blocks = min(n_blocks, last_key < 0 ? 0 : last_key / BLOCK_N + 1);
     }
-    if (n_blocks <= 0) {
+    int j0 = 0;   // the first chunk any row of the tile sees
+    if constexpr (IS_LOCAL) j0 = m0 + lo <= 0 ? 0 : (m0 + lo) / BLOCK_N;
+    if (n_blocks <= j0) {
         // No query row of this tile sees any key: O = 0, L = -inf.
         constexpr int CHUNKS = BLOCK_M * CPR;
         for (int i = tid; i < CHUNKS; i += THREADS) {
@@ -116,14 +128,22 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const Loader ld(tid);
     const T* k_src = kg + (i64)ld.r0 * k_sn + ld.c8;
     const T* v_src = vg + (i64)ld.r0 * v_sn + ld.c8;
+    int kv_left = N_k;   // keys from the stream's first chunk on
+    if constexpr (IS_LOCAL) {   // the stream starts at chunk j0
+        k_src += (i64)j0 * BLOCK_N * k_sn;
+        v_src += (i64)j0 * BLOCK_N * v_sn;
+        kv_left -= j0 * BLOCK_N;
+    }
     const i64 k_step = (i64)Loader::RSTEP * k_sn;
     const i64 v_step = (i64)Loader::RSTEP * v_sn;
-    auto load_k = [&](int nb, int slot) {
-        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)nb * BLOCK_N * k_sn, k_step, N_k - nb * BLOCK_N, CPR, k);
+    // step t of the tile's stream is key chunk j0 + t (j0 = 0 but for a window), in ring slot t % STAGES
+    const int n_steps = IS_LOCAL ? n_blocks - j0 : n_blocks;
+    auto load_k = [&](int t, int slot) {
+        ld.load(sKV + slot * SLOT_BYTES, k_src + (i64)t * BLOCK_N * k_sn, k_step, kv_left - t * BLOCK_N, CPR, k);
     };
-    auto load_v = [&](int nb, int slot) {
-        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)nb * BLOCK_N * v_sn, v_step,
-                N_k - nb * BLOCK_N, CPR, v);
+    auto load_v = [&](int t, int slot) {
+        ld.load(sKV + slot * SLOT_BYTES + V_OFFSET, v_src + (i64)t * BLOCK_N * v_sn, v_step,
+                kv_left - t * BLOCK_N, CPR, v);
     };
 
     // ---- prologue: Q, then the first chunks --------------------------------
@@ -139,9 +159,9 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     cp_async_commit();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_blocks) load_v(s, s);
+        if (s < n_steps) load_v(s, s);
         cp_async_commit();
-        if (s + 1 < n_blocks) load_k(s + 1, s + 1);
+        if (s + 1 < n_steps) load_k(s + 1, s + 1);
         cp_async_commit();
     }
 
@@ -172,10 +192,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // c < N_k (tail) and, causal, c <= r + diag.
     const int tail_lim = N_k - col_lane;
     const int causal_lim = m0 + warp * ROWS_PER_WARP + (lane >> 2) + diag + 1 - col_lane;
-    // chunks starting after mask_from need masking (key tail or diagonal)
+    // chunks starting after mask_from need masking (key tail or diagonal); local, those starting before
+    // the tile's last row's first key too (the window's left edge)
     const int mask_from = IS_CAUSAL ? min(N_k - BLOCK_N, m0 + diag - BLOCK_N + 1) : N_k - BLOCK_N;
+    const int mask_until = IS_LOCAL ? m0 + BLOCK_M - 1 + lo : 0;
 
-    for (int j = 0; j < n_blocks; ++j) {
+    for (int j = 0; j < n_steps; ++j) {
         const int slot = j % STAGES;
         const u32 sK = sKV + slot * SLOT_BYTES;
 
@@ -185,7 +207,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         cp_async_wait<2 * STAGES - 2>();
         __syncthreads();
         // V_{j+STAGES-1} into the V half of chunk j-1's slot (free now).
-        if (j + STAGES - 1 < n_blocks) load_v(j + STAGES - 1, (j + STAGES - 1) % STAGES);
+        if (j + STAGES - 1 < n_steps) load_v(j + STAGES - 1, (j + STAGES - 1) % STAGES);
         cp_async_commit();
 
         // ---- S = Q K_j^T ----------------------------------------------------
@@ -194,8 +216,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo);
 
         // ---- masking: key tail and causal diagonal ---------------------------
-        const int n0 = j * BLOCK_N;
-        if (n0 > mask_from) {
+        const int n0 = (IS_LOCAL ? j0 + j : j) * BLOCK_N;
+        if (n0 > mask_from || (IS_LOCAL && n0 < mask_until)) {
             // per row: columns c (relative to this thread's first column) with
             // c >= lim are masked; lim folds the key tail and the causal diagonal.
 #pragma unroll
@@ -204,10 +226,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                 for (int hh = 0; hh < 2; ++hh) {
                     int lim = tail_lim - n0;
                     if (IS_CAUSAL) lim = min(lim, causal_lim + mt * 16 + hh * 8 - n0);
+                    // local: columns c < first are before the row's window (its first key)
+                    const int first = IS_LOCAL ? causal_lim - 1 - diag + lo + mt * 16 + hh * 8 - n0 : 0;
 #pragma unroll
                     for (int nt = 0; nt < NT; ++nt) {
-                        if (nt * 8 >= lim) s[mt][nt][2 * hh] = neg_inf();
-                        if (nt * 8 + 1 >= lim) s[mt][nt][2 * hh + 1] = neg_inf();
+                        if (nt * 8 >= lim || (IS_LOCAL && nt * 8 < first)) s[mt][nt][2 * hh] = neg_inf();
+                        if (nt * 8 + 1 >= lim || (IS_LOCAL && nt * 8 + 1 < first)) s[mt][nt][2 * hh + 1] = neg_inf();
                     }
                 }
         }
@@ -221,7 +245,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         cp_async_wait<2 * STAGES - 2>();
         __syncthreads();   // V_j visible to all; every warp is done reading K_j
         // K_{j+STAGES} into the K half of chunk j's slot; overlaps P V_j and beyond.
-        if (j + STAGES < n_blocks) load_k(j + STAGES, (j + STAGES) % STAGES);
+        if (j + STAGES < n_steps) load_k(j + STAGES, (j + STAGES) % STAGES);
         cp_async_commit();
 
         // ---- O += P V_j --------------------------------------------------------
