@@ -169,17 +169,19 @@ def unfused_attention(block_m="bm", block_n="bn", block_k="bk", warps_m=2, warps
     return Program("unfused-attention", (scores, soft, out))
 
 
-def window_band(d: Diagram, left: bool, right: bool, left_size="Wl", right_size="Wr") -> Diagram:
+def window_band(d: Diagram, left: bool, right: bool, left_size="Wl", right_size="Wr",
+                per_unit: bool = False) -> Diagram:
     """FlashAttention's window_size on an attention diagram's (n, m): query n sees keys n + M - N - Wl ..
     n + M - N + Wr (bottom-right; an absent side unbounded).  The key stream visits only the chunks in
-    the band (a causal window is right = 0)."""
+    the band (a causal window is right = 0); with `per_unit` each register-level unit computes only the
+    chunks of its own rows' band."""
     if not (left or right):
         raise DiagramError("window_band: a window needs a left or a right bound")
     axes = d.axes()
     diag = axes["m"] - axes["n"]
     lower = diag - size_expr(left_size) if left else None
     upper = diag + size_expr(right_size) if right else None
-    return d.band("n", "m", lower=lower, upper=upper)._replace(name=d.name + "-window")
+    return d.band("n", "m", lower=lower, upper=upper, per_unit=per_unit)._replace(name=d.name + "-window")
 
 
 def sliding_window_attention(window="W", block_m="Br", block_n="Bc", warps="w", stages=2, unit_threads=32,

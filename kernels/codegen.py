@@ -108,25 +108,29 @@ def sm80_unit(flash_configs=None, matmul_configs=None) -> str:
 
 
 # ------------------------------------------------------------------ the Hopper kernel (sm_90a)
-def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
+def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
     """The extern "C" name of one variant, e.g. ``flash_fwd_sm90_m128n128s2d128c2_bf16_full`` (``_varlen``:
-    packed variable-length batches)."""
-    return f"flash_fwd_sm90_{cfg.name}_{_check_dtype(dtype)}_{'causal' if causal else 'full'}{'_varlen' if varlen else ''}"
+    packed variable-length batches; ``_local``: a sliding window)."""
+    return (f"flash_fwd_sm90_{cfg.name}_{_check_dtype(dtype)}_{'causal' if causal else 'full'}"
+            f"{'_varlen' if varlen else ''}{'_local' if local else ''}")
 
 
-def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False) -> str:
-    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen)."""
-    name = sm90_kernel(cfg, dtype, causal, varlen)
+def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
+    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen, local); a window
+    variant takes win_left and win_right after total_q."""
+    name = sm90_kernel(cfg, dtype, causal, varlen, local)
     traits = (f"sm90::FwdTraits<{cfg.block_m}, {cfg.block_n}, {cfg.stages}, {cfg.head_dim}, "
-              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}, {_b(varlen)}>")
+              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}, {_b(varlen)}{', true' if local else ''}>")
+    window_params, window_args = (", int win_left, int win_right", ", win_left, win_right") if local else ("", "")
     return (
         f"typedef {traits} T_{name};\n"
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
-        f"    int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q) {{\n"
+        f"    int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q"
+        f"{window_params}) {{\n"
         f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2, sec,\n"
-        f"                                counter, cu_q, cu_k, total_q);\n"
+        f"                                counter, cu_q, cu_k, total_q{window_args});\n"
         f"}}\n"
     )
 

@@ -29,16 +29,19 @@ L2_SECTION_SHARE = 0.4
 MIN_SECTION_HEADS = 8
 
 
-def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False) -> compile.Module:
-    """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches."""
-    return compile.build(codegen.sm90_unit([(cfg, dtype, causal, varlen)]), ARCH, defines=defines, label=FAMILY)
+def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False,
+           local: bool = False) -> compile.Module:
+    """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches;
+    `local`: a sliding window."""
+    return compile.build(codegen.sm90_unit([(cfg, dtype, causal, varlen, local)]), ARCH, defines=defines,
+                         label=FAMILY)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...], smem: int,
-            varlen: bool = False) -> driver.Kernel:
-    return driver.kernel(index, module(cfg, dtype, causal, defines, varlen),
-                         codegen.sm90_kernel(cfg, dtype, causal, varlen), smem)
+            varlen: bool = False, local: bool = False) -> driver.Kernel:
+    return driver.kernel(index, module(cfg, dtype, causal, defines, varlen, local),
+                         codegen.sm90_kernel(cfg, dtype, causal, varlen, local), smem)
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
@@ -120,21 +123,21 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
     (default :func:`heads_per_section`).
     """
-    call = prepare(FAMILY, q, k, v, causal, config, scale, window)   # (no window variant: a local one raises)
+    call = prepare(FAMILY, q, k, v, causal, config, scale, window)
     out, lse = _outputs(q, call.shape, return_lse, out)
     launch(q, k, v, out, lse, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
-           _persistent=_persistent, _sections=_sections)
+           _persistent=_persistent, _sections=_sections, window=window if window is not None and window.local else None)
     return (out, lse) if return_lse else out
 
 
 def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None,
-           _defines=None, _persistent=None, _sections=None) -> None:
+           _defines=None, _persistent=None, _sections=None, window=None) -> None:
     """One launch on checked inputs: q, k, v as (B, H, N, d) views (varlen: (1, H, total, d) views of the
     packed tensors, with ``varlen = (cu_seqlens_q, cu_seqlens_k, total_q)`` and s's N_q, N_k the longest
     sequences), O and LSE in the layout the variant writes."""
     B, H, N_q = s["B"], s["H"], s["N_q"]
     defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
-    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None)
+    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None)
     props = driver.device_props(dev)
     num_tiles = -(-N_q // cfg.block_m) * H * B
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
@@ -148,4 +151,6 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
             i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(scale * runtime.LOG2E),
             i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter),
             driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
+    if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
+        args += [i32(x) for x in window.kernel_args()]
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem, stream)

@@ -110,6 +110,14 @@ def _diagram(causal: bool, gqa: bool):
                                    unit_threads=128, skip_per_unit=True, **kw)
 
 
+def _window(diagram, left: bool, right: bool):
+    """A sliding window (kLocal): the band on (query, key); each consumer warpgroup computes the chunks of
+    its own rows' band (as it does below the causal diagonal)."""
+    from diagrams import library
+
+    return library.window_band(diagram, left, right, per_unit=True)
+
+
 FAMILY = Family(
     name="flash_sm90",
     description="FlashAttention forward, wgmma + TMA, warp-specialized",
@@ -125,4 +133,7 @@ FAMILY = Family(
     bound={"head_dim": "d"},
     head_dims=HEAD_DIMS,
     launch_problem=_launch_problem,
+    window_band=_window,
+    # its causal window variant spills 32 bytes (three consumer warpgroups at 160 registers): not offered
+    window_unshipped=(Sm90Config(192, 128, 2, 64, 3),),
 )

@@ -30,7 +30,7 @@
 namespace sm90 {
 
 template <int kBlockM_, int kBlockN_, int kStages_, int kHeadDim_, int kConsumers_, bool kBF16_,
-          bool kCausal_, bool kVarlen_ = false>
+          bool kCausal_, bool kVarlen_ = false, bool kLocal_ = false>
 struct FwdTraits {
     static constexpr int kBlockM = kBlockM_;
     static constexpr int kBlockN = kBlockN_;
@@ -43,6 +43,12 @@ struct FwdTraits {
     // cu_q[b+1] of Q and O (total_q, H, d) and cu_k[b] .. of K and V; the tiles cover the longest
     // sequence, and a tile past a shorter one's rows is empty.
     static constexpr bool kVarlen = kVarlen_;
+    // A sliding window (FlashAttention's window_size): query i sees keys i + diag - win_left ..
+    // i + diag + win_right (diag = N_k - N_q); the upper bound is kCausal's diagonal moved by win_right
+    // (the launcher sets kCausal whenever the window has one), win_left >= 2^30 is no lower bound.  A
+    // tile's chunks run from the one holding its first row's first key; each warpgroup computes those of
+    // its own rows and releases the rest; chunks across the left edge are masked, last.
+    static constexpr bool kLocal = kLocal_;
     // Causal tiles differ in length: the producer claims them one by one from a global counter (a
     // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
     // walks a fixed list of tiles.  (At d = 256 the slot's registers would spill: fixed list.)
@@ -93,7 +99,7 @@ __device__ __forceinline__ float shfl_xor(float v, int m) {
 // s[4i+e]: row = r0 + 8*(e>>1), col = 8i + 2*(lane%4) + (e&1).
 template <class T>
 __device__ __forceinline__ void apply_mask(float (&s)[T::kBlockN / 2], int col0, int row0, int N_k,
-                                           int offset) {
+                                           int offset, int lo = 0) {
 #pragma unroll
     for (int i = 0; i < T::kBlockN / 8; ++i) {
 #pragma unroll
@@ -102,6 +108,7 @@ __device__ __forceinline__ void apply_mask(float (&s)[T::kBlockN / 2], int col0,
             const int row = row0 + 8 * (e >> 1);
             bool masked = col >= N_k;
             if constexpr (T::kCausal) masked = masked || (col > row + offset);
+            if constexpr (T::kLocal) masked = masked || (col < row + lo);
             if (masked) s[4 * i + e] = neg_inf();
         }
     }
@@ -184,6 +191,13 @@ __device__ __forceinline__ Seq seq_of(int b, int N_q, int N_k, const int* cu_q, 
 // causal masking tiles are ordered longest first (largest m_block first) within sections of `sec`
 // heads: longest first keeps the tail of the schedule short, and the CTAs running together read
 // the K/V of one section, which the host sizes to fit in L2.  sec = B * H: all tiles longest first.
+// Window: the first key chunk any of the rows from `row` on sees (the lower bound rises with the row).
+template <class T>
+__device__ __forceinline__ int first_chunk(int row, int n_q, int n_k, int win_left) {
+    const int first = row + n_k - n_q - win_left;
+    return first <= 0 ? 0 : first / T::kBlockN;
+}
+
 template <class T>
 struct TileInfo {
     int m_block, h, b, n_blocks;
@@ -191,7 +205,7 @@ struct TileInfo {
     bool past;    // varlen: the tile lies past its sequence's rows (nothing to compute or write)
     __device__ __forceinline__ TileInfo() : m_block(-1), h(0), b(0), n_blocks(0), q0(0), k0(0), past(false) {}
     __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q_all, int N_k_all, int sec,
-                                        const int* cu_q, const int* cu_k) {
+                                        const int* cu_q, const int* cu_k, int win_left = 0, int win_right = 0) {
         int hb;
         if constexpr (T::kCausal) {
             const int base = (t / (sec * num_m)) * sec;                 // first head of t's section
@@ -212,13 +226,21 @@ struct TileInfo {
         k0 = sq.k0;
         n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
         if constexpr (T::kCausal) {
-            int last = (m_block + 1) * T::kBlockM - 1 + (N_k - N_q);
+            int last = (m_block + 1) * T::kBlockM - 1 + (N_k - N_q) + (T::kLocal ? win_right : 0);
             last = last < N_k - 1 ? last : N_k - 1;
             const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
             n_blocks = nb < n_blocks ? nb : n_blocks;
         }
         past = T::kVarlen && m_block * T::kBlockM >= N_q;
         if (past) n_blocks = 0;
+        // a window whose tile sees no key: no chunk (the consumers write O = 0, LSE = -inf)
+        if (T::kLocal && first_chunk<T>(m_block * T::kBlockM, N_q, N_k, win_left) >= n_blocks) n_blocks = 0;
+    }
+    // the tile's first chunk (0 without a window)
+    __device__ __forceinline__ int j0(int n_q, int n_k, int win_left) const {
+        if constexpr (!T::kLocal) return 0;
+        const int j = first_chunk<T>(m_block * T::kBlockM, n_q, n_k, win_left);
+        return j < n_blocks ? j : n_blocks;
     }
 };
 
@@ -256,7 +278,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                float* __restrict__ L, int B, int H, int H_kv,
                                                int N_q, int N_k, float scale_log2, int sec,
                                                int* __restrict__ counter, const int* __restrict__ cu_q,
-                                               const int* __restrict__ cu_k, int total_q) {
+                                               const int* __restrict__ cu_k, int total_q, int win_left = 0,
+                                               int win_right = 0) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -311,7 +334,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 for (int db = 0; db < T::kDBlocks; ++db)
                     tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
                                 ti.q0 + ti.m_block * T::kBlockM, ti.h, T::kVarlen ? 0 : ti.b);
-                for (int it = 0; it < ti.n_blocks; ++it) {
+                int n_loads = ti.n_blocks;   // chunks n_blocks - 1 down to the tile's first
+                if constexpr (T::kLocal) {
+                    const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);
+                    n_loads -= ti.j0(sq.n_q, sq.n_k, win_left);
+                }
+                for (int it = 0; it < n_loads; ++it) {
                     const int n = ti.n_blocks - 1 - it;
                     mbar_wait(emptyK(stage), phase ^ 1);
                     mbar_arrive_expect_tx(fullK(stage), T::kBytesKV);
@@ -334,7 +362,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     // decode this tile and claim the next before waiting, so Q goes out right after
                     const bool done = t >= num_tiles;
                     TileInfo<T> ti;
-                    if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+                    if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                     const int t_next = done ? t : claim_tile(counter);
                     if (T::kVarlen && !done && ti.past) {   // the consumers never see it
                         t = t_next;
@@ -357,7 +385,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
                     const int t = tile_of_round<T>(k, num_tiles);
                     if (t < 0) continue;
-                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                     if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
                     mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
                     load_tile(ti);
@@ -398,12 +426,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 if (k * int(gridDim.x) >= num_tiles) break;
                 const int t = tile_of_round<T>(k, num_tiles);
                 if (t < 0) continue;
-                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
             }
             const int n_blocks = ti.n_blocks;
             const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);   // this tile's sequence
             const int n_q = sq.n_q, n_k = sq.n_k;
-            const int offset = n_k - n_q;  // causal: query row i sees keys j <= i + offset
+            // causal: query row i sees keys j <= i + offset; local also j >= i + lo
+            const int offset = T::kLocal ? n_k - n_q + win_right : n_k - n_q;
+            const int lo = T::kLocal ? n_k - n_q - win_left : 0;
             const int wg_row_min = ti.m_block * T::kBlockM + cw * 64;      // this warpgroup's rows
             const int row0 = wg_row_min + warp * 16 + lane / 4;  // and row0 + 8
             // The chunks this warpgroup computes: none when all its rows lie past N_q (the tail tile);
@@ -418,7 +448,19 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 n_own = nb < n_blocks ? nb : n_blocks;
             }
             if constexpr (!T::kOwnChunks) n_own = n_blocks;
+            // Window: the tile's chunks start at tile_j0; this warpgroup computes chunks wg_j0 .. n_own - 1
+            // (its first row's first key on) and releases tile_j0 .. wg_j0 - 1, the other's, after them.
+            int tile_j0 = 0, wg_j0 = 0;
+            if constexpr (T::kLocal) {
+                tile_j0 = ti.j0(n_q, n_k, win_left);
+                n_own = n_own < tile_j0 ? tile_j0 : n_own;
+                wg_j0 = T::kOwnChunks && wg_row_min < n_q ? first_chunk<T>(wg_row_min, n_q, n_k, win_left) : tile_j0;
+                wg_j0 = wg_j0 < tile_j0 ? tile_j0 : (wg_j0 > n_own ? n_own : wg_j0);
+                tile_j0 = warp_uniform(tile_j0);
+                wg_j0 = warp_uniform(wg_j0);
+            }
             n_own = warp_uniform(n_own);
+            const int own = T::kLocal ? n_own - wg_j0 : n_own;   // chunks this warpgroup computes
 
             float o[T::kHeadDim / 2];
 #pragma unroll
@@ -442,11 +484,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 turn_wait();
                 turn_pass();
             }
-            if (n_own == 0 && n_blocks > 0) {  // nor the first S / last PV turns
+            if (own == 0 && n_blocks > tile_j0) {  // nor the first S / last PV turns (a window: its own chunks)
                 turn_wait();
                 turn_pass();
             }
-            if (n_own > 0) {
+            if (own > 0) {
                 float s[T::kBlockN / 2];
                 u32 p[T::kBlockN / 4];
                 float alpha[2];
@@ -468,8 +510,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_wait<0>();
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
-                    if (n_own == 1) mbar_arrive(emptyQ);
-                    if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
+                    if constexpr (T::kLocal) {   // (a chunk below the last row's first key crosses the left edge)
+                        if (own == 1) mbar_arrive(emptyQ);
+                        if (need_mask(n) || n * T::kBlockN < wg_row_min + 63 + lo)
+                            apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset, lo);
+                    } else {
+                        if (n_own == 1) mbar_arrive(emptyQ);
+                        if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
+                    }
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
@@ -494,8 +542,13 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
-                    if (it == n_own - 1) mbar_arrive(emptyQ);
-                    if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
+                    if constexpr (T::kLocal) {
+                        if (it == own - 1) mbar_arrive(emptyQ);
+                        if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset, lo);
+                    } else {
+                        if (it == n_own - 1) mbar_arrive(emptyQ);
+                        if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
+                    }
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
@@ -506,9 +559,16 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 };
                 // The chunks that need a mask (causal diagonal, key tail) come first; the loop over
                 // the rest carries no mask code, which keeps the hot loop small.
+                // A window's left edge: its chunks come last, masked again.
                 int it = 1;
-                for (; it < n_own && need_mask(n_own - 1 - it); ++it) step(it, true);
-                for (; it < n_own; ++it) step(it, false);
+                if constexpr (T::kLocal) {
+                    for (; it < own && need_mask(n_own - 1 - it); ++it) step(it, true);
+                    for (; it < own && (n_own - 1 - it) * T::kBlockN >= wg_row_min + 63 + lo; ++it) step(it, false);
+                    for (; it < own; ++it) step(it, true);
+                } else {
+                    for (; it < n_own && need_mask(n_own - 1 - it); ++it) step(it, true);
+                    for (; it < n_own; ++it) step(it, false);
+                }
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
                 turn_wait();
@@ -522,6 +582,17 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 next_stage<S>(stage, phase);
             } else if (T::kDynamic || n_blocks > 0) {
                 mbar_arrive(emptyQ);  // done with Q and the slot (a static tile without keys touches no barrier)
+            }
+            if constexpr (T::kLocal) {   // the other warpgroup's chunks below this one's window: released
+                for (int it = tile_j0; it < wg_j0; ++it) {
+                    mbar_wait(fullK(stage), phase);
+                    mbar_arrive(emptyK(stage));
+                    mbar_wait(fullV(stage), phase);
+                    mbar_arrive(emptyV(stage));
+                    next_stage<S>(stage, phase);
+                    turn_wait();
+                    turn_pass();
+                }
             }
 
             // -------------------------------------------------------------- epilogue

@@ -1,4 +1,5 @@
-"""On a GPU: the sliding window (``window_size``) of the mma.sync forward and FlashAttention's
+"""On a GPU: the sliding window (``window_size``) of both forward kernels (mma.sync; wgmma on sm_90) and
+FlashAttention's
 ``flash_attn_func`` against a float32 reference with the band as an explicit mask: (0, 0), (-1, 0),
 windows not a multiple of the tile and wider than the sequence, a right bound without causal, N_q != N_k,
 GQA, odd lengths, fp16; flash_attn_func's layout (a (B, N, H, d) tensor and a transposed view), its LSE,
@@ -16,6 +17,7 @@ if not torch.cuda.is_available():  # pragma: no cover - CPU-only machines
 import kernels  # noqa: E402
 
 TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+BACKENDS = ["sm80"] + (["sm90"] if torch.cuda.get_device_capability()[0] == 9 else [])
 
 
 def _band_reference(q, k, v, left, right):
@@ -50,9 +52,10 @@ def _rel(out, ref):
 @pytest.mark.parametrize("window, causal", [((0, 0), False), ((-1, 0), False), ((100, 0), False), ((4096, 0), True),
                                             ((37, 5), False), ((-1, 21), False), ((64, -1), False), ((1, 1), False)])
 @pytest.mark.parametrize("n_q, n_k", [(777, 777), (300, 1000), (1000, 300)])
-def test_window_matches_the_band_reference(window, causal, n_q, n_k):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_window_matches_the_band_reference(window, causal, n_q, n_k, backend):
     q, k, v = _qkv(2, 4, 2, n_q, n_k, 128, seed=n_q + n_k)
-    out, lse = kernels.flash_attention(q, k, v, causal=causal, window_size=window, return_lse=True)
+    out, lse = kernels.flash_attention(q, k, v, causal=causal, window_size=window, return_lse=True, backend=backend)
     left, right = window[0], 0 if causal else window[1]
     ref, ref_lse = _band_reference(q, k, v, left, right)
     seen = torch.isfinite(ref_lse)
@@ -63,9 +66,10 @@ def test_window_matches_the_band_reference(window, causal, n_q, n_k):
 
 
 @pytest.mark.parametrize("d, dtype", [(64, torch.float16), (128, torch.float16), (64, torch.bfloat16)])
-def test_window_head_dims_and_dtypes(d, dtype):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_window_head_dims_and_dtypes(d, dtype, backend):
     q, k, v = _qkv(1, 8, 8, 1531, 1531, d, dtype, seed=d)
-    out = kernels.flash_attention(q, k, v, window_size=(255, 0))
+    out = kernels.flash_attention(q, k, v, window_size=(255, 0), backend=backend)
     ref, _ = _band_reference(q, k, v, 255, 0)
     assert _rel(out, ref) < TOL[dtype]
 
@@ -107,8 +111,15 @@ def test_errors_name_the_argument():
         kernels.flash_attn_func(q[0], q, q)
     with pytest.raises(ValueError, match="has no backward yet"):
         kernels.flash_attn_func(q.clone().requires_grad_(), q, q, window_size=(8, 0))
-    with pytest.raises(ValueError, match="flash_sm90 kernel has no sliding window"):
-        if torch.cuda.get_device_capability()[0] != 9:
-            pytest.skip("the wgmma kernel needs sm_90")
-        kernels.flash_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2), window_size=(8, 0),
-                                backend="sm90")
+    with pytest.raises(ValueError, match="window_size's left must be an int >= -1"):
+        kernels.flash_attn_func(q, q, q, window_size=(-5, 0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_many_tiles_and_a_persistent_grid(backend):
+    """Enough tiles that a CTA takes several (the wgmma kernel's persistent grid and its schedule), GQA 8:1,
+    a window wider than a tile on both sides."""
+    q, k, v = _qkv(3, 16, 2, 2100, 2100, 128, seed=11)
+    out = kernels.flash_attention(q, k, v, window_size=(300, 200), backend=backend)
+    ref, _ = _band_reference(q, k, v, 300, 200)
+    assert _rel(out, ref) < 2e-2
