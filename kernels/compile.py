@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import functools
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -65,21 +66,41 @@ def kernel_source(header: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ NVRTC
-def find_libnvrtc() -> str | None:
-    """libnvrtc: $IOMODEL_LIBNVRTC, NVIDIA's pip wheel (as installed next to torch), the loader's path."""
+def driver_cuda_major() -> int | None:
+    """The CUDA major version the installed driver supports (libcuda's cuDriverGetVersion), or None
+    where there is no driver (a CPU machine)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    v = ctypes.c_int()
+    return v.value // 1000 if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
+
+
+#: NVIDIA's NVRTC wheels: (package, library, CUDA major); the extras gpu-cu13 and gpu-cu12 install them
+NVRTC_WHEELS = (("nvidia.cu13", "libnvrtc.so.13", 13), ("nvidia.cuda_nvrtc", "libnvrtc.so.12", 12))
+
+
+def find_libnvrtc(prefer_major: int | None = None) -> str | None:
+    """libnvrtc: $IOMODEL_LIBNVRTC, NVIDIA's pip wheel (as installed next to torch; the one of the
+    driver's CUDA major first, ``prefer_major``), the loader's path."""
     env = os.environ.get("IOMODEL_LIBNVRTC")
     if env:
         return env
-    try:  # nvidia-cuda-nvrtc puts it under the nvidia.cu13 namespace package
-        import nvidia.cu13 as _cu13  # type: ignore
-
-        for base in getattr(_cu13, "__path__", []):
-            p = Path(base) / "lib" / "libnvrtc.so.13"
+    wheels = sorted(NVRTC_WHEELS, key=lambda w: w[2] != prefer_major)   # stable: the matching one first
+    for package, lib, _major in wheels:
+        # nvidia-cuda-nvrtc (CUDA 13) installs under the nvidia.cu13 namespace package,
+        # nvidia-cuda-nvrtc-cu12 under nvidia.cuda_nvrtc: the extras gpu-cu13 and gpu-cu12
+        try:
+            mod = importlib.import_module(package)
+        except ImportError:
+            continue
+        for base in getattr(mod, "__path__", []):
+            p = Path(base) / "lib" / lib
             if p.exists():
                 return str(p)
-    except ImportError:
-        pass
-    for cand in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"):
+    sonames = sorted(("libnvrtc.so.13", "libnvrtc.so.12"), key=lambda n: not n.endswith(f".{prefer_major}"))
+    for cand in (*sonames, "libnvrtc.so"):
         try:
             ctypes.CDLL(cand)
             return cand
@@ -109,11 +130,17 @@ class _Nvrtc:
         lib.nvrtcGetLoweredName.argtypes = [vp, cp, ctypes.POINTER(cp)]
         lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(vp)]
         lib.nvrtcGetNumSupportedArchs.argtypes = [ctypes.POINTER(i32)]
+        lib.nvrtcVersion.argtypes = [ctypes.POINTER(i32), ctypes.POINTER(i32)]
         lib.nvrtcGetSupportedArchs.argtypes = [ctypes.POINTER(i32)]
 
     def check(self, res: int, what: str) -> None:
         if res != 0:
             raise RuntimeError(f"{what} failed: {self.lib.nvrtcGetErrorString(res).decode()} ({res})")
+
+    def version(self) -> tuple[int, int]:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        return major.value, minor.value
 
     def supported_archs(self) -> list[int]:
         n = ctypes.c_int()
@@ -161,10 +188,19 @@ class _Nvrtc:
 @functools.cache
 def _get_nvrtc() -> _Nvrtc:
     """The process's NVRTC, loaded on first use (a failed lookup is not cached: the next call tries again)."""
-    path = find_libnvrtc()
+    major = driver_cuda_major()
+    path = find_libnvrtc(major)
     if path is None:
-        raise RuntimeError("libnvrtc not found: install nvidia-cuda-nvrtc or set IOMODEL_LIBNVRTC")
+        from .cuda_versions import extra_for
+
+        extra = extra_for(major) if major else "gpu-cu13"
+        raise RuntimeError(f"libnvrtc not found: pip install 'iomodel[{extra}]' or set IOMODEL_LIBNVRTC")
     return _Nvrtc(path)
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) CUDA version of the process's NVRTC."""
+    return _get_nvrtc().version()
 
 
 def nvrtc_arch(capability: tuple[int, int]) -> str:
