@@ -45,7 +45,7 @@ CAL_FIELDS: tuple[CalField, ...] = (
     CalField("l2_bandwidth", "bandwidth", "B/s"),
     CalField("exp2_per_clk_per_sm", "op_per_clk", "op/clk/SM"),
     CalField("fp32_fma_per_clk_per_sm", "fma_per_clk", "FMA/clk/SM"),
-    CalField("hbm_latency_s", "time", "ns"),
+    CalField("hbm_latency_s", "time", "s"),
 )
 # the optional top-level strings, in the order they are written
 _META = ("device_name", "date", "source")

@@ -182,3 +182,16 @@ def test_write_text_atomic_replaces_whole_and_leaves_no_temp(tmp_path):
     write_text_atomic(p, "two\n")
     assert p.read_text() == "two\n"
     assert [x.name for x in p.parent.iterdir()] == ["out.txt"]
+
+
+def test_every_calibration_field_survives_a_write_and_a_read(tmp_path):
+    """What write_calibration writes, load_calibration reads back to the same number (in base units)."""
+    from iomodel.hardware.calibration import Calibration, calibration_toml
+
+    values = {f.name: 1.5e-7 if f.dim == "time" else 3.0e12 for f in CAL_FIELDS}
+    cal = Calibration(gpu_key="h100-sxm", **values, sources={k: "test" for k in values})
+    p = tmp_path / "c.toml"
+    p.write_text(calibration_toml(cal))
+    back = load_calibration(str(p))
+    for name, value in values.items():
+        assert getattr(back, name) == pytest.approx(value), name
