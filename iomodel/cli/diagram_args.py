@@ -41,6 +41,18 @@ def positive(text: str) -> int:
     return v
 
 
+def parse_window(text: str) -> tuple[int, int]:
+    """'4096,0' -> (4096, 0): FlashAttention's window_size (left, right), -1 unbounded."""
+    parts = text.replace(" ", "").split(",")
+    try:
+        left, right = (int(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LEFT,RIGHT (integers >= -1, -1: unbounded), got {text!r}") from None
+    if left < -1 or right < -1:
+        raise argparse.ArgumentTypeError(f"window sides must be >= -1 (-1: unbounded), got {text!r}")
+    return left, right
+
+
 def parse_sizes(text: str) -> dict[str, int]:
     """'T=8192,V=32000' -> {'T': 8192, 'V': 32000}."""
     out: dict[str, int] = {}

@@ -11,7 +11,7 @@ import argparse
 from ..boundary import UsageError
 from ..problems import DTYPES
 from .diagram_args import (DIAGRAM_ALGOS, FLAG_SYMBOLS, STYLE_NAMES, USER_ALGO, diagram_families, diagram_problem,
-                           is_diagram_algo, parse_sizes, positive)
+                           is_diagram_algo, parse_sizes, parse_window, positive)
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
 BACKWARD_ALGOS = ("flash-attention-backward",)   # our kernels of the backward (the diagram's: attention-backward)
@@ -76,6 +76,9 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
                             "algorithm")
         p.add_argument("--causal", action="store_true",
                        help=f"causal mask (bottom-right), for --algo {', '.join(CAUSAL_ALGOS)}")
+        p.add_argument("--window-size", dest="window_size", type=parse_window, metavar="LEFT,RIGHT",
+                       help="a kernel's sliding window, FlashAttention's window_size: query i sees keys "
+                            "i + N_k - N_q - LEFT .. i + N_k - N_q + RIGHT (-1: unbounded; --causal sets RIGHT = 0)")
     if not gpu:
         return
     p.add_argument("--gpu", metavar="KEY|NAME|PATH",
@@ -167,8 +170,20 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
     kv = args.kv_heads or (max(1, args.heads // 4) if args.algo in ("gqa", *DECODE_ALGOS) else args.heads)
     if args.heads % kv:
         raise UsageError(f"--heads ({args.heads}) must be a multiple of --kv-heads ({kv})")
-    return fams, dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
-                      d=args.head_dim, causal=is_causal(args), dtype=args.dtype)
+    shape = dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
+                 d=args.head_dim, causal=is_causal(args), dtype=args.dtype)
+    return fams, {**shape, **window_fields(args)}
+
+
+def window_fields(args) -> dict:
+    """The shape's window_left, window_right from --window-size (--causal sets the right side to 0)."""
+    window = getattr(args, "window_size", None)
+    if window is None:
+        return {}
+    if args.algo in DECODE_ALGOS:
+        raise UsageError(f"--window-size applies to attention forwards, not --algo {args.algo}")
+    left, right = window
+    return {"window_left": left, "window_right": 0 if is_causal(args) else right}
 
 
 def is_causal(args) -> bool:

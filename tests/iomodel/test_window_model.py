@@ -68,3 +68,19 @@ def test_only_a_family_with_a_window_takes_one():
     band = choose(both, "h100-sxm", _shape(32768, 32768, 4096, 0, causal=True))
     causal = choose(both, "h100-sxm", _shape(32768, 32768, causal=True))
     assert band.kernel == causal.kernel == "flash_sm90" and 3.6 < causal.time_s / band.time_s < 4.4
+
+
+def test_cli_window_size(cli):
+    import json
+
+    code, out, _ = cli("predict", "--kernel", "flash_sm90", "--seqlen", "32768", "--causal", "--window-size", "4096,7",
+                       "--json")
+    (row,) = json.loads(out)
+    assert code == 0 and row["shape"]["window_left"] == 4096 and row["shape"]["window_right"] == 0   # causal
+    code, out, _ = cli("predict", "--kernel", "flash_sm90", "--seqlen", "32768", "--causal", "--json")
+    assert json.loads(out)[0]["time_s"] > 3.5 * row["time_s"]
+    for argv, msg in ((("--window-size", "4096"), "expected LEFT,RIGHT"), (("--window-size=-2,0",), ">= -1"),
+                      (("--algo", "flash-decode", "--window-size", "4,0"), "applies to attention forwards"),
+                      (("--kernel", "flash_bwd_sm80", "--window-size", "4,0"), "flash_bwd_sm80 has no sliding window")):
+        code, out, err = cli("predict", *argv)
+        assert code != 0 and msg in err and len(err.strip().splitlines()) == 1, (argv, err)
