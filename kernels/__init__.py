@@ -43,7 +43,7 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
     ``window_size``: (left, right), FlashAttention's sliding window (-1: unbounded; ``causal`` sets
     right = 0): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  A window is forward
-    only (no backward yet) and runs on the mma.sync kernel (flash_sm80).
+    only (no backward yet); both kernels have one (docs/kernels.md).
 
     Differentiable in q, k and v: when one of them requires grad (and grad mode is on), O carries the
     backward of ``flash_attention_backward`` with ``bwd_config`` (None: the model's pick) and

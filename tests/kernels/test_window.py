@@ -53,3 +53,8 @@ def test_the_window_variant_is_a_ninth_template_argument():
 def test_flash_attn_func_refuses_what_it_does_not_do(kw, msg):
     with pytest.raises(ValueError, match=msg):
         flash_attn_func(None, None, None, **kw)
+
+
+def test_numpys_bool_is_a_bool():
+    np = pytest.importorskip("numpy")
+    assert window((-1, -1), np.bool_(True)) == Window(-1, 0)
