@@ -53,10 +53,10 @@ def _side(name: str, value) -> int:
 
 def window(window_size=(-1, -1), causal: bool = False) -> Window:
     """The canonical window of a call's ``window_size`` and ``causal`` (raises ValueError naming the bad one)."""
-    numpy_bool = type(causal).__module__ == "numpy" and type(causal).__name__ in ("bool", "bool_")
-    if not (isinstance(causal, bool) or numpy_bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}.")
-    causal = bool(causal)
+    if not isinstance(causal, bool):   # (a Python bool takes this one check: torch.compile traces it)
+        if not (type(causal).__module__ == "numpy" and type(causal).__name__ in ("bool", "bool_")):
+            raise TypeError(f"causal must be a bool, got {type(causal).__name__}.")
+        causal = bool(causal)   # numpy's bool
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         raise ValueError(f"window_size must be a pair (left, right), got {window_size!r}.")
     left, right = _side("left", window_size[0]), _side("right", window_size[1])
