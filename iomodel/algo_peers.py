@@ -64,8 +64,8 @@ DECODE_KERNELS = (DECODE_FAMILY,)
 #: algorithms' peers of issue 14, whose committed runs hold exactly those)
 DECODE_PEERS = {"sdpa_flash_decode": "FLASH_ATTENTION", "sdpa_cudnn_decode": "CUDNN_ATTENTION",
                 "sdpa_efficient_decode": "EFFICIENT_ATTENTION"}
-#: the decode rows' floor: a kernel that only reads the group's K and V caches once (16-byte loads, a
-#: sum of |x| a block), timed as the others; what any decode of that cache could take at best
+#: the decode rows' floor: a kernel that only reads the group's K and V caches once (16-byte loads, an
+#: integer sum of the words a block; validation/read_floor.py), timed as the others
 DECODE_FLOOR = "read_floor_decode"
 VARLEN = "varlen"   # the algorithm of the variable-length prefill rows (and the name ``--only`` takes)
 #: our varlen kernel's name in results (``kernels.flash_attention_varlen`` with a flash_sm80 FlashConfig:

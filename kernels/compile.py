@@ -66,15 +66,15 @@ def kernel_source(header: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ NVRTC
-def driver_cuda_major() -> int | None:
-    """The CUDA major version the installed driver supports (libcuda's cuDriverGetVersion), or None
-    where there is no driver (a CPU machine)."""
+def driver_cuda_version() -> int | None:
+    """The CUDA version the installed driver supports (libcuda's cuDriverGetVersion: 12040 for 12.4; it
+    needs no context), or None where there is no driver (a CPU machine)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
     v = ctypes.c_int()
-    return v.value // 1000 if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
+    return v.value if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 else None
 
 
 #: NVIDIA's NVRTC wheels: (package, library, CUDA major); the extras gpu-cu13 and gpu-cu12 install them
@@ -188,7 +188,8 @@ class _Nvrtc:
 @functools.cache
 def _get_nvrtc() -> _Nvrtc:
     """The process's NVRTC, loaded on first use (a failed lookup is not cached: the next call tries again)."""
-    major = driver_cuda_major()
+    version = driver_cuda_version()
+    major = version // 1000 if version else None
     path = find_libnvrtc(major)
     if path is None:
         from .cuda_versions import extra_for

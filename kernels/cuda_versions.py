@@ -44,9 +44,10 @@ def check() -> None:
     global _checked
     if _checked:
         return
-    from . import compile, driver
+    from . import compile
 
-    why = mismatch(compile.nvrtc_version(), driver.cuda_version())
+    driver = compile.driver_cuda_version()
+    why = mismatch(compile.nvrtc_version(), driver) if driver else ""
     if why:
         raise RuntimeError(why)
     _checked = True

@@ -141,8 +141,9 @@ def prepare(family: str, q, k, v, causal, config, scale, window=None) -> Call:
     fam = families.get(family)
     band = window.shape_fields() if window is not None else {"causal": bool(causal)}
     if window is not None and window.local and fam.window_band is None:
+        having = [b for b, n in FLASH_BACKENDS.items() if families.get(n).window_band is not None]
         raise ValueError(f"the {family} kernel has no sliding window (window_size={(window.left, window.right)}); "
-                         "backend='sm80' has one")
+                         f"backend {' or '.join(map(repr, having))} has one")
     shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), **band}
     index = driver.device_index(q.device)
     cap = driver.capability(index)

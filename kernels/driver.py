@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from . import runtime
 
-__all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "cuda_version", "kernel", "launch",
+__all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "kernel", "launch",
            "tensor_map", "current_stream", "ptr", "strides", "Prepared"]
 
 vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
@@ -34,7 +34,6 @@ class _Driver:
     def __init__(self):
         self.lib = L = ctypes.CDLL("libcuda.so.1")
         L.cuInit.argtypes = [u32]
-        L.cuDriverGetVersion.argtypes = [ctypes.POINTER(i32)]
         L.cuGetErrorName.argtypes = [i32, ctypes.POINTER(ctypes.c_char_p)]
         L.cuDeviceGet.argtypes = [ctypes.POINTER(i32), i32]
         L.cuDeviceGetAttribute.argtypes = [ctypes.POINTER(i32), i32, i32]
@@ -69,12 +68,6 @@ class _Driver:
         self.check(self.lib.cuCtxGetCurrent(ctypes.byref(cur)), "cuCtxGetCurrent")
         if cur.value != ctx:
             self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-
-    def cuda_version(self) -> int:
-        """The CUDA version the driver supports, e.g. 12040 for 12.4."""
-        v = ctypes.c_int()
-        self.check(self.lib.cuDriverGetVersion(ctypes.byref(v)), "cuDriverGetVersion")
-        return v.value
 
     def max_smem_optin(self, index: int) -> int:
         v = ctypes.c_int()
@@ -167,11 +160,6 @@ _loaded: dict[tuple[int, str], int] = {}          # (device, module key) -> CUmo
 _lock = threading.Lock()
 _kernels: dict[tuple[int, str, str], Kernel] = {}  # (device, module key, name) -> Kernel
 _smem_optin: dict[int, int] = {}                  # CUfunction -> dynamic SMEM it is opted in to
-
-
-def cuda_version() -> int:
-    """The CUDA version the driver supports (12040: 12.4)."""
-    return _get().cuda_version()
 
 
 def kernel(index: int, module, name: str, smem: int) -> Kernel:

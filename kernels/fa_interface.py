@@ -7,8 +7,8 @@ storage underneath (``.contiguous()`` makes a copy in FlashAttention's storage o
 
 What it does not do (each a clear error, never a silent difference): dropout (``dropout_p > 0``:
 no RNG here; FlashAttention's Philox stream could not be matched bit for bit), ``softcap`` and
-``alibi_slopes`` (not in the kernels yet).  A sliding window runs forward only (no backward yet) on
-the mma.sync kernel.  ``deterministic`` applies to the backward that autograd runs.
+``alibi_slopes`` (not in the kernels yet).  A sliding window runs forward only (no backward yet), on
+either forward kernel.  ``deterministic`` applies to the backward that autograd runs.
 """
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """FlashAttention's ``window_size`` (a sliding window) with ``causal``: checked, made canonical, and turned
-into what the model's shape and the mma.sync kernel take.
+into what the model's shape and the forward kernels' window variants take.
 
 Query i (bottom-right: its diagonal key is i + N_k - N_q) sees keys i + N_k - N_q - left ..
 i + N_k - N_q + right; -1 leaves a side unbounded.  ``causal=True`` sets right = 0 (as FlashAttention
 does).  A window that bounds nothing is plain attention, (-1, 0) is plain causal attention; anything
-else is local: the kernel's IS_LOCAL variant, whose upper bound is its causal flag's diagonal moved
-by ``right`` and whose lower bound is ``left`` (``UNBOUNDED`` standing for none).
+else is local: the kernels' window variant (IS_LOCAL, kLocal), whose upper bound is its causal flag's
+diagonal moved by ``right`` and whose lower bound is ``left`` (``UNBOUNDED`` standing for none).
 """
 from __future__ import annotations
 

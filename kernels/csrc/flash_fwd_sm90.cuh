@@ -472,10 +472,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_wait(fullQ, q_phase);
                 q_phase ^= 1;
             }
-            // Release the skipped chunks once loaded: a buffer's empty barrier may take this
+            // Release a chunk this warpgroup skips once loaded: a buffer's empty barrier may take this
             // warpgroup's arrival only after the producer refilled it (all arrivals for its
             // previous use are in).
-            for (int it = n_own; it < n_blocks; ++it) {
+            auto release_chunk = [&]() {
                 mbar_wait(fullK(stage), phase);
                 mbar_arrive(emptyK(stage));
                 mbar_wait(fullV(stage), phase);
@@ -483,7 +483,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 next_stage<S>(stage, phase);
                 turn_wait();
                 turn_pass();
-            }
+            };
+            for (int it = n_own; it < n_blocks; ++it) release_chunk();
             if (own == 0 && n_blocks > tile_j0) {  // nor the first S / last PV turns (a window: its own chunks)
                 turn_wait();
                 turn_pass();
@@ -584,15 +585,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_arrive(emptyQ);  // done with Q and the slot (a static tile without keys touches no barrier)
             }
             if constexpr (T::kLocal) {   // the other warpgroup's chunks below this one's window: released
-                for (int it = tile_j0; it < wg_j0; ++it) {
-                    mbar_wait(fullK(stage), phase);
-                    mbar_arrive(emptyK(stage));
-                    mbar_wait(fullV(stage), phase);
-                    mbar_arrive(emptyV(stage));
-                    next_stage<S>(stage, phase);
-                    turn_wait();
-                    turn_pass();
-                }
+                for (int it = tile_j0; it < wg_j0; ++it) release_chunk();
             }
 
             // -------------------------------------------------------------- epilogue
