@@ -90,7 +90,7 @@ class FakeDecode:
     raise on every call (as a backend refusing the inputs), kernels in ``wrong`` are off by 5%."""
 
     BANDWIDTH = {"flash_decode_sm80": 2.9e12, "sdpa_flash_decode": 2.3e12, "sdpa_cudnn_decode": 2.6e12,
-                 "sdpa_efficient_decode": 1.6e12, "read_floor_decode": 3.0e12}
+                 "sdpa_efficient_decode": 1.6e12, DECODE_FLOOR: 3.0e12}
     LAUNCH_S = 6e-6
 
     def __init__(self, spec, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
