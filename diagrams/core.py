@@ -178,6 +178,8 @@ class Map(Op):
     formula: str = ""
     fn: Callable | None = field(default=None, repr=False)
     grads: tuple[Callable, ...] | None = field(default=None, repr=False)
+    # the result is written over the first input, which no later op reads (its registers are reused)
+    in_place: bool = False
     kind = "map"
 
     def __post_init__(self):
@@ -187,6 +189,8 @@ class Map(Op):
         if self.grads is not None and len(self.grads) != len(self.inputs):
             raise DiagramError(f"map {self.name}: {len(self.grads)} grads for {len(self.inputs)} inputs")
         out = set(self.output.axis_names)
+        if self.in_place and (not self.inputs or set(self.inputs[0].axis_names) != out):
+            raise DiagramError(f"map {self.name}: in place needs a first input over the output's axes")
         for x in self.inputs:
             extra = set(x.axis_names) - out
             if extra:

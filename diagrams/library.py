@@ -6,10 +6,12 @@ blocks; online-softmax rewrite; stream keys; split query rows over warps).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import sympy as sp
 
 from .core import Array, Contraction, DiagramError, Map, Reduce, axis, size_expr
-from .numeric import DIV, EXP_SUB
+from .numeric import DIV, EXP_SUB, TANH
 from .diagram import Diagram, Program
 
 
@@ -182,6 +184,53 @@ def window_band(d: Diagram, left: bool, right: bool, left_size="Wl", right_size=
     lower = diag - size_expr(left_size) if left else None
     upper = diag + size_expr(right_size) if right else None
     return d.band("n", "m", lower=lower, upper=upper, per_unit=per_unit)._replace(name=d.name + "-window")
+
+
+#: Per-score work of the score modifiers (``score_mods``), as the kernels run them: softcap multiplies the
+#: raw score by scale / cap (one FMUL) and takes tanh (one MUFU op, the exponential's unit); ALiBi adds the
+#: head's slope times the row's distance to the key, from a float distance per row and a constant per
+#: column (one FADD, one FFMA with |.| as a source modifier).
+SOFTCAP_COSTS = (("fp32", 1), ("exp", 1))
+ALIBI_COSTS = (("fp32", 2),)
+SCORE_MODS = ("softcap", "alibi")
+
+
+def score_mods(d: Diagram, mods, scores: str = "S") -> Diagram:
+    """The attention diagram `d` (plain or relabeled) with score modifiers applied to its scores array
+    `scores` before the softmax, in FlashAttention's order: ``softcap`` (s -> cap * tanh(s / cap)) then
+    ``alibi`` (s -> s - slope[h] * |n + M - N - m|, the slope per query head read from global memory).
+    Each is an elementwise map on the scores' axes, so every relabeling of the diagram (tiles, streams,
+    masks, bands) carries it: its work is counted where the scores are, chunk by chunk."""
+    mods = tuple(mods)
+    unknown = [m for m in mods if m not in SCORE_MODS]
+    if unknown or len(set(mods)) != len(mods):
+        raise DiagramError(f"score_mods: {mods!r}: each of {SCORE_MODS} at most once")
+    producer = d.producer(scores)
+    if producer is None:
+        raise DiagramError(f"score_mods: {d.name} computes no scores array {scores!r}")
+    raw = d.arrays()[scores]
+    ops, cur = [], raw
+    for i, mod in enumerate(m for m in SCORE_MODS if m in mods):
+        last = i == len(mods) - 1
+        out = Array(scores if last else f"{scores}_{mod}", raw.axes, raw.dtype)
+        src = dataclasses.replace(cur, name=f"{scores}_raw") if cur is raw else cur
+        if mod == "softcap":
+            ops.append(Map("softcap", (src,), out, costs=SOFTCAP_COSTS, formula="cap * tanh(s / cap)",
+                           in_place=True, **TANH))
+        else:
+            heads = tuple(a for a in raw.axes if a.name in ("h", "hk", "g"))
+            slopes = Array("alibi_slopes", heads, "fp32")
+            ops.append(Map("alibi", (src, slopes), out, costs=ALIBI_COSTS,
+                           formula="s - slope[h] * |n + M - N - m|", in_place=True))
+        cur = out
+    first_in = f"{scores}_raw"
+    renamed = dataclasses.replace(producer, output=dataclasses.replace(raw, name=first_in))
+    new_ops = []
+    for op in d.ops:
+        new_ops.append(renamed if op is producer else op)
+        if op is producer:
+            new_ops.extend(ops)
+    return d._replace(ops=tuple(new_ops), name=d.name + "".join(f"-{m}" for m in SCORE_MODS if m in mods))
 
 
 def sliding_window_attention(window="W", block_m="Br", block_n="Bc", warps="w", stages=2, unit_threads=32,

@@ -58,6 +58,14 @@ def _minus_one(*xs):
     return -_one(*xs)
 
 
+def tanh(x):
+    return np.tanh(x)
+
+
+def _tanh_grad(x):
+    return 1.0 - np.tanh(x) ** 2
+
+
 def sub(a, b):
     return a - b
 
@@ -130,6 +138,7 @@ DIV = {"fn": div, "grads": (_inv_second, _neg_div_sq)}                   # e / s
 LOG_ADD = {"fn": log_add, "grads": (_inv_first, _one)}                   # log(sum) + max
 MAX_LOG = {"fn": max_log, "grads": (_one, _inv_second_only)}             # max + log(sum)
 SUB = {"fn": sub, "grads": (_one, _minus_one)}                           # lse - target
+TANH = {"fn": tanh, "grads": (_tanh_grad,)}                               # softcap: cap * tanh(s / cap), cap 1
 GELU = {"fn": gelu, "grads": (gelu_grad,)}
 SQUARE = {"fn": square, "grads": (_twice,)}
 SOFTMAX_GRAD = {"fn": softmax_grad, "grads": (_dp_minus_d, _p, _minus_p)}  # p (dp - D)

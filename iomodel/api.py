@@ -24,7 +24,7 @@ from .hardware import CALIBRATION_DIR, Calibration, GpuSpec, HardwareError, load
 from .limits import check_fits
 from .names import suggest
 from .perf import ProgramModel, build_model
-from .problems import check_shape, is_windowed, problem_flops, shape_symbols, window_of
+from .problems import check_shape, is_windowed, problem_flops, score_mods_of, shape_symbols, window_of
 
 __all__ = ["Prediction", "predict", "rank_configs", "prepare", "evaluate_configs", "symbol_values", "model_result",
            "family_model", "shape_model", "resolve_calibration", "named_calibration"]
@@ -88,25 +88,33 @@ def named_calibration(name) -> Calibration:
 
 @functools.lru_cache(maxsize=None)
 def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
-                 window: tuple[bool, bool] | None = None) -> ProgramModel:
+                 window: tuple[bool, bool] | None = None, mods: tuple[str, ...] = ()) -> ProgramModel:
     """`window`: (left bound, right bound) of a sliding window: the family's plain diagram with that band
-    (its bounds the symbols ``Wl`` and ``Wr``, the shape's ``window_left`` and ``window_right``)."""
+    (its bounds the symbols ``Wl`` and ``Wr``, the shape's ``window_left`` and ``window_right``).  `mods`:
+    score modifiers (softcap, alibi) drawn on the family's scores (``diagrams.library.score_mods``)."""
     fam = families.get(kernel)
     if window is not None:
-        prog = as_program(fam.window_band(fam.build(False, gqa), *window))
+        d = fam.window_band(fam.build(False, gqa), *window)
     else:
-        prog = as_program(fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa))
+        d = fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa)
+    if mods:
+        from diagrams import library
+
+        d = library.score_mods(d, mods)
+    prog = as_program(d)
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
     return build_model(derive(prog, exact=False), plans)
 
 
 def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
-    """The (cached) model of a family for a checked shape: its causality, grouped heads, dtype and window."""
+    """The (cached) model of a family for a checked shape: its causality, grouped heads, dtype, window and
+    score modifiers."""
     gqa = shape.get("H_kv", 1) != shape.get("H", 1)
+    mods = score_mods_of(shape)
     if is_windowed(shape):
         left, right = window_of(shape)
-        return family_model(kernel, False, gqa, shape["dtype"], (left >= 0, right >= 0))
-    return family_model(kernel, window_of(shape)[1] == 0, gqa, shape["dtype"])   # (-1, 0) is causal
+        return family_model(kernel, False, gqa, shape["dtype"], (left >= 0, right >= 0), mods)
+    return family_model(kernel, window_of(shape)[1] == 0, gqa, shape["dtype"], None, mods)   # (-1, 0) is causal
 
 
 def prepare(kernel: str, gpu, shape: Mapping, calibration="auto"):

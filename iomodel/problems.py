@@ -1,7 +1,8 @@
 """The problems families solve (attention, its backward, matmul, softmax): shape fields, checks, symbols, FLOPs.
 
 A shape is a plain dict (``B, H, H_kv, N_q, N_k, d, causal, dtype`` for attention and its backward, and
-``window_left, window_right`` for a sliding window, FlashAttention's ``window_size``;
+``window_left, window_right`` for a sliding window, FlashAttention's ``window_size``, and ``softcap`` (a
+float, 0: none) and ``alibi`` (a bool), FlashAttention's score modifiers;
 ``M, N, K`` for a matmul; ``rows, cols`` for a softmax). This module is the one place that knows those fields.
 """
 from __future__ import annotations
@@ -59,7 +60,36 @@ def check_shape(family, shape: Mapping) -> dict:
             raise ModelError(f"shape field {key} must be an integer >= -1 (-1: unbounded), got {val!r}")
     if attention and is_windowed(s) and family.window_band is None:
         raise ModelError(f"{family.name} has no sliding window (window_left, window_right)")
+    _check_score_mods(family, s)
     return s
+
+
+def _check_score_mods(family, s: Mapping) -> None:
+    cap = s.get("softcap", 0.0)
+    if isinstance(cap, bool) or not isinstance(cap, (int, float, np.integer, np.floating)) or not 0 <= cap < np.inf:
+        raise ModelError(f"shape field softcap must be a finite number >= 0 (0: none), got {cap!r}")
+    if not isinstance(s.get("alibi", False), (bool, np.bool_)):
+        raise ModelError(f"shape field alibi must be a bool, got {s.get('alibi')!r}")
+    missing = [m for m in score_mods_of(s) if m not in family.score_mods]
+    if missing:
+        has = f"it has {', '.join(family.score_mods)}" if family.score_mods else "it has none"
+        raise ModelError(f"{family.name} has no {' or '.join(missing)} ({has})")
+
+
+def variant_features(shape: Mapping) -> frozenset:
+    """The features that pick a forward kernel's compiled variant for a shape: ``causal`` (a right bound:
+    the kernels' causal flag), ``window`` (a left bound or a right one past the diagonal) and the score
+    modifiers."""
+    feats = {"causal"} if window_of(shape)[1] >= 0 else set()
+    if is_windowed(shape):
+        feats.add("window")
+    return frozenset(feats | set(score_mods_of(shape)))
+
+
+def score_mods_of(shape: Mapping) -> tuple[str, ...]:
+    """The score modifiers a shape asks for, in the order they apply: ``softcap`` (``softcap`` > 0), then
+    ``alibi``."""
+    return (("softcap",) if shape.get("softcap", 0) > 0 else ()) + (("alibi",) if shape.get("alibi") else ())
 
 
 def shape_symbols(problem: str, shape: Mapping, fields: tuple[str, ...] = ()) -> dict:

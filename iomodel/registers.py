@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from diagrams.core import Contraction, NormalizedContraction
+from diagrams.core import Contraction, Map, NormalizedContraction
 from diagrams.diagram import Diagram
 
 from .costs import Resident
@@ -39,7 +39,16 @@ def _interval(steps: list[Step], i: int) -> tuple[int, int]:
         lo, hi = run_of(steps, i, loop)
         start, end = min(start, lo), max(end, hi)
     users = [j for j, s in enumerate(steps) if any(x.name == step.op.output.name for x in s.op.inputs)]
-    return start, max([end, *users])
+    last = max(users, default=end)
+    if last > end and _in_place(steps[last].op, step.op.output):
+        last -= 1   # its last user writes over its registers: it is dead where that result is born
+    return start, max(end, last)
+
+
+def _in_place(op, x) -> bool:
+    """Whether `op` writes its result over the registers of its input `x`, which dies there (a map declared
+    ``in_place`` on its first input: a softcap or a bias applied to the scores where they are)."""
+    return isinstance(op, Map) and op.in_place and op.inputs[0].name == x.name
 
 
 def sharing_units(d: Diagram, nest, op) -> sp.Expr:

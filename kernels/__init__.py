@@ -38,12 +38,14 @@ def _needs_grad(*ts) -> bool:
 
 
 def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=False, backend="auto",
-                    bwd_config=None, deterministic=False, window_size=(-1, -1)):
+                    bwd_config=None, deterministic=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None):
     """FlashAttention forward: O (B, H, N_q, d), and with ``return_lse`` also the natural-log LSE.
 
     ``window_size``: (left, right), FlashAttention's sliding window (-1: unbounded; ``causal`` sets
-    right = 0): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  A window is forward
-    only (no backward yet); both kernels have one (docs/kernels.md).
+    right = 0): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  ``softcap`` c > 0: the
+    logits are c * tanh(scale q.k / c); ``alibi_slopes`` (float32, (H,) or (B, H)): the logits of query i
+    and key j lose slope * |i + N_k - N_q - j| (``kernels.score_mods``).  A window and the score modifiers
+    are forward only (no backward yet); both kernels have them (docs/kernels.md).
 
     Differentiable in q, k and v: when one of them requires grad (and grad mode is on), O carries the
     backward of ``flash_attention_backward`` with ``bwd_config`` (None: the model's pick) and
@@ -59,10 +61,13 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
     win = window(window_size, causal)
     causal = win.causal
-    if win.local:
+    mods = _score_mods(q, k, v, softcap, alibi_slopes)
+    if win.local or mods is not None:
         if _needs_grad(q, k, v):
-            raise ValueError(f"window_size={tuple(window_size)} has no backward yet: call it on tensors that do not "
-                             "require grad (or under torch.no_grad()).")
+            what = f"window_size={tuple(window_size)}" if win.local else (
+                "softcap" if mods.softcap > 0 else "alibi_slopes")
+            raise ValueError(f"{what} has no backward yet: call it on tensors that do not require grad (or under "
+                             "torch.no_grad()).")
     elif _needs_grad(q, k, v):
         from . import autograd
 
@@ -71,9 +76,23 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
     from . import dispatch
 
     band = win if win.local else None
-    family, config = dispatch.flash_family(q, k, v, causal, config, backend, band)
-    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
-                                             return_lse=return_lse, window=band)
+    family, config = dispatch.flash_family(q, k, v, causal, config, backend, band, mods)
+    run = dispatch.runner(family).attention
+    if mods is None:
+        return run(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse, window=band)
+    return run(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse, window=band, mods=mods)
+
+
+def _score_mods(q, k, v, softcap, alibi_slopes):
+    """The call's checked score modifiers (``kernels.score_mods``), None without any (the common call checks
+    two values and imports nothing)."""
+    if (softcap == 0.0 and not isinstance(softcap, bool)) and alibi_slopes is None:
+        return None
+    from .checks import check_qkv
+    from .score_mods import score_mods
+
+    shape = check_qkv(q, k, v)
+    return score_mods(softcap, alibi_slopes, q, shape["B"], shape["H"])
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

@@ -35,7 +35,8 @@ WGMMA_SST_N = (64, 128)
 
 # Parameter lists of the sm80 kernels, for explicit instantiation (they must match the headers).
 _FLASH_PARAMS = ("const {T}*, const {T}*, const {T}*, {T}*, float*, "
-                 + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*, int, int")
+                 + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*, int, int, "
+                 + "float, const float*, long long")
 _MATMUL_PARAMS = ("const {T}*, const {T}*, void*, int, int, int, int, "
                   + "long long, " * 9 + "int, int, float")
 _SOFTMAX_PARAMS = "const float*, {T}*, long long, int, int, int, int, int"
@@ -53,12 +54,14 @@ def _b(flag: bool) -> str:
 
 
 # ------------------------------------------------------------------ mma.sync templates (sm80 and newer)
-def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
+def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> str:
     """Template-id of ``flash_fwd_kernel`` for a FlashConfig, e.g.
     ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen; a
-    ninth, ``true``, for a sliding window, whose upper bound is the causal flag's)."""
+    ninth, ``true``, for a sliding window, whose upper bound is the causal flag's; a tenth, the score
+    modifiers' bits (``kernels.score_mods``), when there are any)."""
+    tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")
     return (f"iom::flash_fwd_kernel<iom::{_check_dtype(dtype)}, {cfg.block_m}, {cfg.block_n}, {cfg.warps}, "
-            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}{', true' if local else ''}>")
+            f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}{tail}>")
 
 
 def matmul_kernel(cfg, dtype: str, b_kmajor: bool, out_f32: bool) -> str:
@@ -108,20 +111,25 @@ def sm80_unit(flash_configs=None, matmul_configs=None) -> str:
 
 
 # ------------------------------------------------------------------ the Hopper kernel (sm_90a)
-def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
+def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> str:
     """The extern "C" name of one variant, e.g. ``flash_fwd_sm90_m128n128s2d128c2_bf16_full`` (``_varlen``:
-    packed variable-length batches; ``_local``: a sliding window)."""
+    packed variable-length batches; ``_local``: a sliding window; ``_mods<bits>``: score modifiers)."""
     return (f"flash_fwd_sm90_{cfg.name}_{_check_dtype(dtype)}_{'causal' if causal else 'full'}"
-            f"{'_varlen' if varlen else ''}{'_local' if local else ''}")
+            f"{'_varlen' if varlen else ''}{'_local' if local else ''}{f'_mods{int(mods)}' if mods else ''}")
 
 
-def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False) -> str:
-    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen, local); a window
-    variant takes win_left and win_right after total_q."""
-    name = sm90_kernel(cfg, dtype, causal, varlen, local)
+def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> str:
+    """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen, local, mods); a window
+    variant takes win_left and win_right after total_q, a variant with score modifiers softcap_mul,
+    alibi and alibi_sb after those (``kernels.score_mods``)."""
+    name = sm90_kernel(cfg, dtype, causal, varlen, local, mods)
+    tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")
     traits = (f"sm90::FwdTraits<{cfg.block_m}, {cfg.block_n}, {cfg.stages}, {cfg.head_dim}, "
-              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}, {_b(varlen)}{', true' if local else ''}>")
+              f"{cfg.consumers}, {_b(dtype == 'bf16')}, {_b(causal)}, {_b(varlen)}{tail}>")
     window_params, window_args = (", int win_left, int win_right", ", win_left, win_right") if local else ("", "")
+    if mods:
+        window_params += ", float softcap_mul, const float* alibi, long long alibi_sb"
+        window_args = (window_args or ", 0, 0") + ", softcap_mul, alibi, alibi_sb"
     return (
         f"typedef {traits} T_{name};\n"
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
@@ -136,8 +144,8 @@ def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bo
 
 
 def sm90_unit(variants) -> str:
-    """A translation unit of (config, dtype, causal[, varlen]) variants (the kernel header included, not
-    inlined)."""
+    """A translation unit of (config, dtype, causal[, varlen[, local[, mods]]]) variants (the kernel header
+    included, not inlined)."""
     return _SM90_INCLUDE + "".join(sm90_instance(*v) for v in variants)
 
 

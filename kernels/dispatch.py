@@ -16,7 +16,7 @@ from typing import Mapping
 
 from iomodel import families
 from iomodel.names import suggest
-from iomodel.problems import is_windowed
+from iomodel.problems import is_windowed, score_mods_of
 
 from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
@@ -65,9 +65,9 @@ def choose(names, shape: dict, index: int):
     return chooser.choose(list(names), driver.device_props(index).name, shape)
 
 
-def flash_family(q, k, v, causal, config, backend: str, window=None) -> tuple[str, object]:
+def flash_family(q, k, v, causal, config, backend: str, window=None, mods=None) -> tuple[str, object]:
     """(family, config) of a flash_attention call: the backend's family, the config's own, or the model's
-    pick over the flash families of this GPU."""
+    pick over the flash families of this GPU (`window`, `mods`: the call's band and score modifiers)."""
     if backend not in ("auto", *FLASH_BACKENDS):
         raise ValueError(f"backend must be 'auto', 'sm80' or 'sm90', got {backend!r}")
     if backend != "auto":
@@ -76,7 +76,8 @@ def flash_family(q, k, v, causal, config, backend: str, window=None) -> tuple[st
         return config_family(config), config
     shape = check_qkv(q, k, v, head_dims=_FLASH_HEAD_DIMS)
     band = window.shape_fields() if window is not None else {"causal": bool(causal)}
-    return forward_family({**shape, **band}, None, driver.device_index(q.device))
+    extra = mods.shape_fields() if mods is not None else {}
+    return forward_family({**shape, **band, **extra}, None, driver.device_index(q.device))
 
 
 def forward_family(shape: dict, config, index: int) -> tuple[str, object]:
@@ -84,10 +85,16 @@ def forward_family(shape: dict, config, index: int) -> tuple[str, object]:
     family (the config itself unchecked), or the model's pick over the forward families this GPU runs."""
     if config is not None:
         return config_family(config), config
-    names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index))
-             and (families.get(n).window_band is not None or not is_windowed(shape))]   # a window: who has one
+    names = [n for n in FLASH_BACKENDS.values() if runs_here(n, driver.capability(index)) and _has_features(n, shape)]
     pick = choose(names, shape, index)
     return pick.kernel, pick.config
+
+
+def _has_features(family: str, shape: dict) -> bool:
+    """Whether a forward family's kernel has the shape's window and score modifiers."""
+    fam = families.get(family)
+    return ((fam.window_band is not None or not is_windowed(shape))
+            and all(m in fam.score_mods for m in score_mods_of(shape)))
 
 
 def backward_config_family(config) -> str:
@@ -135,16 +142,21 @@ class Call:
     smem: int
 
 
-def prepare(family: str, q, k, v, causal, config, scale, window=None) -> Call:
+def prepare(family: str, q, k, v, causal, config, scale, window=None, mods=None) -> Call:
     """Check a launch of `family` (inputs, GPU, scale, config, shared memory) and resolve its config.
-    `window`: a ``kernels.window.Window`` (its bounds then set the shape's causal flag and window)."""
+    `window`: a ``kernels.window.Window`` (its bounds then set the shape's causal flag and window); `mods`:
+    a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi; the shape's fields of the same names)."""
     fam = families.get(family)
     band = window.shape_fields() if window is not None else {"causal": bool(causal)}
     if window is not None and window.local and fam.window_band is None:
         having = [b for b, n in FLASH_BACKENDS.items() if families.get(n).window_band is not None]
         raise ValueError(f"the {family} kernel has no sliding window (window_size={(window.left, window.right)}); "
                          f"backend {' or '.join(map(repr, having))} has one")
-    shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), **band}
+    extra = mods.shape_fields() if mods is not None else {}
+    missing = [m for m in score_mods_of(extra) if m not in fam.score_mods]
+    if missing:
+        raise ValueError(f"the {family} kernel has no {' or '.join(missing)}")
+    shape = {**check_qkv(q, k, v, head_dims=fam.head_dims), **band, **extra}
     index = driver.device_index(q.device)
     cap = driver.capability(index)
     if not runs_here(family, cap):

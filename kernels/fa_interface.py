@@ -6,9 +6,10 @@ returns O as the transposed view of what the kernel wrote: (B, N_q, H, d) with O
 storage underneath (``.contiguous()`` makes a copy in FlashAttention's storage order, where needed).
 
 What it does not do (each a clear error, never a silent difference): dropout (``dropout_p > 0``:
-no RNG here; FlashAttention's Philox stream could not be matched bit for bit), ``softcap`` and
-``alibi_slopes`` (not in the kernels yet).  A sliding window runs forward only (no backward yet), on
-either forward kernel.  ``deterministic`` applies to the backward that autograd runs.
+no RNG here; FlashAttention's Philox stream could not be matched bit for bit).  A sliding window,
+``softcap`` and ``alibi_slopes`` run forward only (no backward yet), on either forward kernel
+(``kernels.score_mods`` says how the modifiers are defined).  ``deterministic`` applies to the backward
+that autograd runs.
 """
 from __future__ import annotations
 
@@ -26,18 +27,16 @@ def _fa_layout(name: str, t):
     return t.transpose(1, 2)
 
 
-def _check_unsupported(dropout_p, softcap, alibi_slopes) -> None:
+def _check_unsupported(dropout_p, softcap) -> None:
+    """The arguments checked before torch is needed: dropout (refused) and the softcap's value."""
+    from .score_mods import check_softcap
+
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}.")
     if dropout_p > 0.0:
         raise ValueError(f"dropout_p={dropout_p} is not supported (no dropout in these kernels): pass 0.0, and "
                          "apply dropout outside attention if the model needs it.")
-    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or softcap < 0.0:
-        raise ValueError(f"softcap must be a number >= 0 (0: none), got {softcap!r}.")
-    if softcap > 0.0:
-        raise ValueError(f"softcap={softcap} is not supported yet: pass 0.0.")
-    if alibi_slopes is not None:
-        raise ValueError("alibi_slopes is not supported yet: pass None.")
+    check_softcap(softcap)
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -47,20 +46,23 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     q: (B, N_q, H, d); k, v: (B, N_k, H_kv, d), H a multiple of H_kv (GQA); bf16 or fp16 CUDA tensors
     whose last dimension is contiguous.  causal: bottom-right (query i sees keys <= i + N_k - N_q);
     window_size (left, right): keys i + N_k - N_q - left .. i + N_k - N_q + right (-1: unbounded;
-    causal sets right = 0).  Returns O (B, N_q, H, d), and with return_lse also the natural-log LSE
-    (B, H, N_q) float32 (-inf for a row that sees no key, whose O is 0).  Differentiable in q, k and v
-    without a window (``deterministic``: dQ summed in a fixed order).
+    causal sets right = 0).  softcap c > 0: logits c * tanh(softmax_scale q.k / c); alibi_slopes
+    (float32 (H,) or (B, H)): logits minus slope * |i + N_k - N_q - j|.  Returns O (B, N_q, H, d), and with
+    return_lse also the natural-log LSE (B, H, N_q) float32 of the logits (-inf for a row that sees no key,
+    whose O is 0).  Differentiable in q, k and v without a window, softcap or ALiBi (``deterministic``: dQ
+    summed in a fixed order).
     """
     from . import flash_attention
 
-    _check_unsupported(dropout_p, softcap, alibi_slopes)
+    _check_unsupported(dropout_p, softcap)
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}.")
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}.")
     qt, kt, vt = (_fa_layout(n, t) for n, t in (("q", q), ("k", k), ("v", v)))
     res = flash_attention(qt, kt, vt, causal=causal, scale=softmax_scale, return_lse=return_lse,
-                          deterministic=deterministic, window_size=window_size)
+                          deterministic=deterministic, window_size=window_size, softcap=softcap,
+                          alibi_slopes=alibi_slopes)
     if return_lse:
         out, lse = res
         return out.transpose(1, 2), lse

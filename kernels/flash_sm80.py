@@ -9,6 +9,7 @@ import math
 
 from . import codegen, compile, driver, runtime
 from .dispatch import prepare
+from .score_mods import NO_MODS
 from .window import UNBOUNDED
 
 __all__ = ["FAMILY", "attention", "module", "kernel"]
@@ -21,24 +22,27 @@ HEADER = "flash_fwd_sm80.cuh"
 NO_WINDOW = (UNBOUNDED, 0)
 
 
-def module(cfg, dtype: str, causal: bool, arch: str, varlen: bool = False, local: bool = False) -> compile.Module:
+def module(cfg, dtype: str, causal: bool, arch: str, varlen: bool = False, local: bool = False,
+           mods: int = 0) -> compile.Module:
     """The compiled module of one variant for `arch` (``sm_80``, ``sm_90``, ...); needs no GPU.  `varlen`:
-    the packed variable-length form (``kernels.varlen``); `local`: the sliding-window form."""
+    the packed variable-length form (``kernels.varlen``); `local`: the sliding-window form; `mods`: the
+    score modifiers' bits (``kernels.score_mods``)."""
     return compile.build(f'#include "{HEADER}"\n', arch,
-                         names=(codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local),), label=FAMILY,
+                         names=(codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods),), label=FAMILY,
                          flags=compile.MMA_SYNC_FLAGS)
 
 
 @functools.lru_cache(maxsize=None)
 def kernel(index: int, cfg, dtype: str, causal: bool, smem: int, varlen: bool = False,
-           local: bool = False) -> driver.Kernel:
+           local: bool = False, mods: int = 0) -> driver.Kernel:
     """The loaded kernel of one variant on device `index`."""
     arch = compile.nvrtc_arch(driver.capability(index))
-    return driver.kernel(index, module(cfg, dtype, causal, arch, varlen, local),
-                         codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local), smem)
+    return driver.kernel(index, module(cfg, dtype, causal, arch, varlen, local, mods),
+                         codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods), smem)
 
 
-def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, window=None):
+def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, window=None,
+              mods=None):
     """softmax(scale * q k^T [+ causal mask]) v with the mma.sync FlashAttention kernel.
 
     q: (B, H, N_q, d); k, v: (B, H_kv, N_k, d); bf16 or fp16 CUDA tensors with stride 1 in the last
@@ -48,22 +52,25 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     asks the model (``iomodel.chooser``).  Returns O (B, H, N_q, d) in the input dtype, and with
     return_lse=True also L (B, H, N_q) float32, the natural-log log-sum-exp of the scaled scores.
     window: a ``kernels.window.Window`` (FlashAttention's window_size with causal folded in; it replaces
-    `causal`): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.
+    `causal`): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  mods: a
+    ``kernels.score_mods.ScoreMods`` (softcap, ALiBi slopes) or None.
     """
     import torch
 
-    call = prepare(FAMILY, q, k, v, causal, config, scale, window)
+    call = prepare(FAMILY, q, k, v, causal, config, scale, window, mods)
     local = window is not None and window.local
     s, cfg = call.shape, call.config
     B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
     o = runtime.empty((B, H, N_q, d), q.dtype, q.device)
     lse = runtime.empty((B, H, N_q), torch.float32, q.device)
-    kern = kernel(call.device, cfg, s["dtype"], s["causal"], call.smem, local=local)
+    mods = mods if mods is not None else NO_MODS
+    kern = kernel(call.device, cfg, s["dtype"], s["causal"], call.smem, local=local, mods=mods.bits)
+    scale = mods.softmax_scale(call.scale)
     i32, f32 = ctypes.c_int, ctypes.c_float
     args = [driver.ptr(q), driver.ptr(k), driver.ptr(v), driver.ptr(o), driver.ptr(lse),
             *driver.strides(q), *driver.strides(k), *driver.strides(v), *driver.strides(o),
-            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(call.scale * runtime.LOG2E), f32(call.scale),
+            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(scale * runtime.LOG2E), f32(scale),
             driver.ptr(None), driver.ptr(None),   # cu_seqlens: none (a dense batch)
-            *(i32(x) for x in (window.kernel_args() if local else NO_WINDOW))]
+            *(i32(x) for x in (window.kernel_args() if local else NO_WINDOW)), *mods.kernel_args(call.scale)]
     driver.launch(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), args, call.smem)
     return (o, lse) if return_lse else o

@@ -30,18 +30,18 @@ MIN_SECTION_HEADS = 8
 
 
 def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False,
-           local: bool = False) -> compile.Module:
+           local: bool = False, mods: int = 0) -> compile.Module:
     """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches;
-    `local`: a sliding window."""
-    return compile.build(codegen.sm90_unit([(cfg, dtype, causal, varlen, local)]), ARCH, defines=defines,
+    `local`: a sliding window; `mods`: the score modifiers' bits (``kernels.score_mods``)."""
+    return compile.build(codegen.sm90_unit([(cfg, dtype, causal, varlen, local, mods)]), ARCH, defines=defines,
                          label=FAMILY)
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...], smem: int,
-            varlen: bool = False, local: bool = False) -> driver.Kernel:
-    return driver.kernel(index, module(cfg, dtype, causal, defines, varlen, local),
-                         codegen.sm90_kernel(cfg, dtype, causal, varlen, local), smem)
+            varlen: bool = False, local: bool = False, mods: int = 0) -> driver.Kernel:
+    return driver.kernel(index, module(cfg, dtype, causal, defines, varlen, local, mods),
+                         codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
@@ -110,7 +110,8 @@ def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | 
 
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
-              _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None, window=None):
+              _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None, window=None,
+              mods=None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other strides
@@ -119,25 +120,28 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     no key gets O = 0 and LSE = -inf.  Returns O (B, H, N_q, d) in the input dtype, and with return_lse
     the natural-log LSE (B, H, N_q) float32.  ``out`` may be a preallocated contiguous output tensor.
     ``config``: an Sm90Config (or a dict of its fields); None asks the model (``iomodel.chooser``).
+    ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
     (default :func:`heads_per_section`).
     """
-    call = prepare(FAMILY, q, k, v, causal, config, scale, window)
+    call = prepare(FAMILY, q, k, v, causal, config, scale, window, mods)
     out, lse = _outputs(q, call.shape, return_lse, out)
     launch(q, k, v, out, lse, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
-           _persistent=_persistent, _sections=_sections, window=window if window is not None and window.local else None)
+           _persistent=_persistent, _sections=_sections, window=window if window is not None and window.local else None,
+           mods=mods)
     return (out, lse) if return_lse else out
 
 
 def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None,
-           _defines=None, _persistent=None, _sections=None, window=None) -> None:
+           _defines=None, _persistent=None, _sections=None, window=None, mods=None) -> None:
     """One launch on checked inputs: q, k, v as (B, H, N, d) views (varlen: (1, H, total, d) views of the
     packed tensors, with ``varlen = (cu_seqlens_q, cu_seqlens_k, total_q)`` and s's N_q, N_k the longest
-    sequences), O and LSE in the layout the variant writes."""
+    sequences), O and LSE in the layout the variant writes; `mods` a ``kernels.score_mods.ScoreMods`` or None."""
     B, H, N_q = s["B"], s["H"], s["N_q"]
     defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
-    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None)
+    bits = mods.bits if mods is not None else 0
+    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None, bits)
     props = driver.device_props(dev)
     num_tiles = -(-N_q // cfg.block_m) * H * B
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
@@ -148,9 +152,12 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
     i32 = ctypes.c_int
     cu_q, cu_k, total_q = varlen if varlen is not None else (None, None, 0)
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
-            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]), ctypes.c_float(scale * runtime.LOG2E),
+            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]),
+            ctypes.c_float((mods.softmax_scale(scale) if bits else scale) * runtime.LOG2E),
             i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter),
             driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
     if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
         args += [i32(x) for x in window.kernel_args()]
+    if bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
+        args += mods.kernel_args(scale)
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem, stream)

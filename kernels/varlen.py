@@ -158,6 +158,7 @@ def _launch_sm90(q, k, v, out, lse, call, s, cfg, smem, scale, index) -> None:
 
 def _launch_sm80(q, k, v, out, lse, call, s, cfg, smem, scale, index) -> None:
     from .flash_sm80 import NO_WINDOW, kernel
+    from .score_mods import NO_MODS
 
     kern = kernel(index, cfg, s["dtype"], s["causal"], smem, varlen=True)
     i32, i64, f32 = ctypes.c_int, ctypes.c_longlong, ctypes.c_float
@@ -169,6 +170,6 @@ def _launch_sm80(q, k, v, out, lse, call, s, cfg, smem, scale, index) -> None:
             *strides(q), *strides(k), *strides(v), *strides(out),
             i32(s["H"]), i32(s["H"] // s["H_kv"]), i32(call["total_q"]), i32(call["total_k"]),
             f32(scale * runtime.LOG2E), f32(scale), driver.ptr(call["cu_q"]), driver.ptr(call["cu_k"]),
-            i32(NO_WINDOW[0]), i32(NO_WINDOW[1])]
+            i32(NO_WINDOW[0]), i32(NO_WINDOW[1]), *NO_MODS.kernel_args(scale)]
     grid = (math.ceil(s["N_q"] / cfg.block_m), s["H"], s["B"])
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem)

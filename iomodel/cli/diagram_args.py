@@ -53,6 +53,17 @@ def parse_window(text: str) -> tuple[int, int]:
     return left, right
 
 
+def parse_softcap(text: str) -> float:
+    """A softcap value: a finite number >= 0 (0: none)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not 0.0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0: none), got {text!r}")
+    return v
+
+
 def parse_sizes(text: str) -> dict[str, int]:
     """'T=8192,V=32000' -> {'T': 8192, 'V': 32000}."""
     out: dict[str, int] = {}

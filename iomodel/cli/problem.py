@@ -11,7 +11,7 @@ import argparse
 from ..boundary import UsageError
 from ..problems import DTYPES
 from .diagram_args import (DIAGRAM_ALGOS, FLAG_SYMBOLS, STYLE_NAMES, USER_ALGO, diagram_families, diagram_problem,
-                           is_diagram_algo, parse_sizes, parse_window, positive)
+                           is_diagram_algo, parse_sizes, parse_softcap, parse_window, positive)
 
 ATTENTION_ALGOS = ("flash-attention", "flash-attention-causal", "gqa", "attention-unfused")
 BACKWARD_ALGOS = ("flash-attention-backward",)   # our kernels of the backward (the diagram's: attention-backward)
@@ -79,6 +79,10 @@ def add_problem_args(p: argparse.ArgumentParser, *, algos=ALGOS, kernel: bool = 
         p.add_argument("--window-size", dest="window_size", type=parse_window, metavar="LEFT,RIGHT",
                        help="a kernel's sliding window, FlashAttention's window_size: query i sees keys "
                             "i + N_k - N_q - LEFT .. i + N_k - N_q + RIGHT (-1: unbounded; --causal sets RIGHT = 0)")
+        p.add_argument("--softcap", type=parse_softcap, metavar="CAP",
+                       help="FlashAttention's softcap: logits CAP * tanh(logit / CAP) (a MUFU op per score)")
+        p.add_argument("--alibi", action="store_true",
+                       help="FlashAttention's ALiBi: logits minus a per-head slope times the distance to the diagonal")
     if not gpu:
         return
     p.add_argument("--gpu", metavar="KEY|NAME|PATH",
@@ -172,7 +176,20 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
         raise UsageError(f"--heads ({args.heads}) must be a multiple of --kv-heads ({kv})")
     shape = dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
                  d=args.head_dim, causal=is_causal(args), dtype=args.dtype)
-    return fams, {**shape, **window_fields(args)}
+    return fams, {**shape, **window_fields(args), **score_mod_fields(args)}
+
+
+def score_mod_fields(args) -> dict:
+    """The shape's softcap and alibi from --softcap and --alibi."""
+    fields = {}
+    if getattr(args, "softcap", None):
+        fields["softcap"] = args.softcap
+    if getattr(args, "alibi", False):
+        fields["alibi"] = True
+    if fields and args.algo in DECODE_ALGOS:
+        flag = "--softcap" if "softcap" in fields else "--alibi"
+        raise UsageError(f"{flag} applies to attention forwards, not --algo {args.algo}")
+    return fields
 
 
 def window_fields(args) -> dict:

@@ -75,9 +75,13 @@ class Family:
     # a sliding window (the shape's window_left, window_right): (diagram, has left bound, has right bound)
     # -> the diagram with that band on its (query, key) axes; None: the kernel has no window
     window_band: Callable[[Any, bool, bool], Any] | None = None
-    # shipped configs whose window variant the kernels do not offer (its ptxas report spills: the build
-    # test holds this list to the report)
-    window_unshipped: tuple = ()
+    # variants of shipped configs that the kernels do not offer, their ptxas reports spilling (the build
+    # tests hold this list to the reports): (config, features), features the variant's frozenset of
+    # "causal", "window", "softcap", "alibi" (``problems.variant_features``)
+    spilling_variants: tuple = ()
+    # the score modifiers the kernel applies before its softmax (``diagrams.library.SCORE_MODS``: softcap,
+    # alibi): the model draws them on the family's diagram (``library.score_mods``)
+    score_mods: tuple[str, ...] = ()
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it
     # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
     workspace_bytes: Callable[[Mapping], float] | None = None
@@ -137,12 +141,18 @@ class Family:
                 for vals in itertools.product(*(self.space[k] for k in keys))]
 
     def shipped_for(self, shape: Mapping) -> list:
-        """The shipped configs that fit `shape` (its bound fields; a windowed shape: those with a window)."""
-        from ..problems import is_windowed
+        """The shipped configs that fit `shape` (its bound fields) and whose variant for its features (causal,
+        a window, score modifiers) the kernels offer."""
+        from ..problems import variant_features
 
-        skip = self.window_unshipped if is_windowed(shape) else ()
+        feats = variant_features(shape) if self.spilling_variants else frozenset()
         return [c for c in self.shipped
-                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items()) and c not in skip]
+                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items())
+                and (c, feats) not in self.spilling_variants]
+
+    def unshipped_for(self, features) -> tuple:
+        """The shipped configs whose variant with exactly these features spills (not offered)."""
+        return tuple(c for c, f in self.spilling_variants if f == frozenset(features))
 
     # ---- the model's view
     @property

@@ -85,6 +85,22 @@ def _diagram(causal: bool, gqa: bool):
     return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal, **kw)
 
 
+def _variants(cfg: FlashConfig, *features: str) -> tuple:
+    return tuple((cfg, frozenset(f.split())) for f in features)
+
+
+#: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
+#: offered: the configs at 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at
+#: d = 64, the 32 x 128 output at d = 128) have no room for a window's bounds or a softcap's tanh.
+SPILLING = (
+    _variants(FlashConfig(128, 128, 4, 1, 64), "softcap", "window softcap", "window alibi", "causal softcap",
+              "causal window softcap", "causal window alibi")
+    + _variants(FlashConfig(128, 128, 4, 2, 64), "window", "causal window", "causal softcap")
+    + _variants(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
+                "causal window softcap alibi")
+)
+
+
 def _window(diagram, left: bool, right: bool):
     """A sliding window (IS_LOCAL): the band on (query, key); the kernel streams the chunks of a tile's band."""
     from diagrams import library
@@ -108,6 +124,6 @@ FAMILY = Family(
     head_dims=HEAD_DIMS,
     launch_problem=_launch_problem,
     window_band=_window,
-    # its window variant spills 72 bytes (the window's bounds on top of 255 registers): not offered
-    window_unshipped=(FlashConfig(128, 128, 4, 2, 64),),
+    spilling_variants=SPILLING,
+    score_mods=("softcap", "alibi"),   # SOFTCAP and ALIBI: tanh on the scores, a per-head distance bias
 )

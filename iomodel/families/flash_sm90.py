@@ -92,6 +92,26 @@ SHIPPED: tuple[Sm90Config, ...] = (
 )
 
 
+def _variants(cfg: Sm90Config, *features: str) -> tuple:
+    return tuple((cfg, frozenset(f.split())) for f in features)
+
+
+#: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
+#: offered: the configs at the register limit (two consumer warpgroups at 168 registers by ptxas's count,
+#: three at 128) have no room for a window's bounds together with a softcap's or ALiBi's values.
+SPILLING = (
+    _variants(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
+              "causal alibi", "causal window softcap alibi", "causal softcap alibi", "softcap alibi")
+    + _variants(Sm90Config(128, 192, 2, 64, 2), "causal window softcap alibi")
+    + _variants(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "window alibi", "causal window softcap alibi",
+                "window softcap alibi", "softcap alibi")
+    + _variants(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi", "window alibi",
+                "causal window softcap alibi", "causal softcap alibi", "window softcap alibi")
+    + _variants(Sm90Config(128, 80, 2, 256, 2), *(f"{c}{w}alibi{m}" for c in ("causal ", "") for w in ("window ", "")
+                                                   for m in ("", " softcap")))
+)
+
+
 def _launch_problem(shape) -> str:
     """The kernel numbers its tiles (B * H * query blocks of at least 64 rows) and rows with 32-bit
     ints, with 256 rows of headroom for the last block's loads."""
@@ -134,6 +154,6 @@ FAMILY = Family(
     head_dims=HEAD_DIMS,
     launch_problem=_launch_problem,
     window_band=_window,
-    # its causal window variant spills 32 bytes (three consumer warpgroups at 160 registers): not offered
-    window_unshipped=(Sm90Config(192, 128, 2, 64, 3),),
+    spilling_variants=SPILLING,
+    score_mods=("softcap", "alibi"),   # SOFTCAP and ALIBI: tanh on the scores, a per-head distance bias
 )

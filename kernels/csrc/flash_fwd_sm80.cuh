@@ -34,6 +34,12 @@
 // one); win_left >= 2^30 stands for no lower bound.  A tile streams only the chunks of its band: from
 // the chunk holding its first row's first key; chunks across either edge are masked.  (The window's
 // terms are all under IS_LOCAL, so the other variants compile to the code they had without it.)
+//
+// MODS (FlashAttention's softcap and alibi_slopes; warp_tiles.cuh `score_mods`): bit 1 softcap, the scores
+// s -> tanh(s * softcap_mul) with the launcher passing cap as `scale` (so the logits are cap *
+// tanh(scale q.k / cap)); bit 2 ALiBi, the logits minus slope * |i + N_k - N_q - j|, the slope of
+// (batch b, head h) at alibi[b * alibi_sb + h] (alibi_sb 0: one slope per head).  Applied to every
+// chunk before its masks; MODS = 0 reads neither argument.
 #pragma once
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
@@ -41,7 +47,7 @@
 namespace iom {
 
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
-          bool IS_VARLEN = false, bool IS_LOCAL = false>
+          bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0>
 __global__ void __launch_bounds__(WARPS * 32, 1)
 flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, float* __restrict__ lse,
@@ -50,7 +56,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                  i64 v_sb, i64 v_sh, i64 v_sn,
                  i64 o_sb, i64 o_sh, i64 o_sn,
                  int H, int group, int N_q_arg, int N_k_arg, float scale_log2, float scale,
-                 const int* __restrict__ cu_q, const int* __restrict__ cu_k, int win_left, int win_right) {
+                 const int* __restrict__ cu_q, const int* __restrict__ cu_k, int win_left, int win_right,
+                 float softcap_mul, const float* __restrict__ alibi, i64 alibi_sb) {
     constexpr int THREADS = WARPS * 32;
     constexpr int ROWS_PER_WARP = BLOCK_M / WARPS;
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
@@ -196,6 +203,10 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // the tile's last row's first key too (the window's left edge)
     const int mask_from = IS_CAUSAL ? min(N_k - BLOCK_N, m0 + diag - BLOCK_N + 1) : N_k - BLOCK_N;
     const int mask_until = IS_LOCAL ? m0 + BLOCK_M - 1 + lo : 0;
+    // ALiBi: the head's slope in raw-score units, and this thread's first score's distance to the
+    // diagonal before the chunk offset (row - col + N_k - N_q)
+    const float slope = (MODS & 2) ? alibi[(i64)b * alibi_sb + h] / scale : 0.f;
+    const int dist_row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + N_k - N_q - col_lane;
 
     for (int j = 0; j < n_steps; ++j) {
         const int slot = j % STAGES;
@@ -215,8 +226,10 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         zero(s);
         mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo);
 
-        // ---- masking: key tail and causal diagonal ---------------------------
         const int n0 = (IS_LOCAL ? j0 + j : j) * BLOCK_N;
+        if constexpr (MODS != 0) score_mods<MODS, MT, NT>(s, softcap_mul, slope, (float)(dist_row - n0));
+
+        // ---- masking: key tail and causal diagonal ---------------------------
         if (n0 > mask_from || (IS_LOCAL && n0 < mask_until)) {
             // per row: columns c (relative to this thread's first column) with
             // c >= lim are masked; lim folds the key tail and the causal diagonal.

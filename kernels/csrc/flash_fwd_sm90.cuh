@@ -30,7 +30,7 @@
 namespace sm90 {
 
 template <int kBlockM_, int kBlockN_, int kStages_, int kHeadDim_, int kConsumers_, bool kBF16_,
-          bool kCausal_, bool kVarlen_ = false, bool kLocal_ = false>
+          bool kCausal_, bool kVarlen_ = false, bool kLocal_ = false, int kMods_ = 0>
 struct FwdTraits {
     static constexpr int kBlockM = kBlockM_;
     static constexpr int kBlockN = kBlockN_;
@@ -49,6 +49,11 @@ struct FwdTraits {
     // tile's chunks run from the one holding its first row's first key; each warpgroup computes those of
     // its own rows and releases the rest; chunks across the left edge are masked, last.
     static constexpr bool kLocal = kLocal_;
+    // Score modifiers (FlashAttention's softcap and alibi_slopes; kernels/score_mods.py): bit 1 softcap,
+    // the raw scores s -> tanh(s * softcap_mul) with the launcher passing cap * log2 e as scale_log2; bit 2
+    // ALiBi, the logits minus slope * |i + N_k - N_q - j|, the slope of (b, h) at alibi[b * alibi_sb + h].
+    // Applied to every chunk before its masks (apply_mods); 0 reads neither argument.
+    static constexpr int kMods = kMods_;
     // Causal tiles differ in length: the producer claims them one by one from a global counter (a
     // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
     // walks a fixed list of tiles.  (At d = 256 the slot's registers would spill: fixed list.)
@@ -110,6 +115,26 @@ __device__ __forceinline__ void apply_mask(float (&s)[T::kBlockN / 2], int col0,
             if constexpr (T::kCausal) masked = masked || (col > row + offset);
             if constexpr (T::kLocal) masked = masked || (col < row + lo);
             if (masked) s[4 * i + e] = neg_inf();
+        }
+    }
+}
+
+// The score modifiers (FwdTraits::kMods) on one raw S tile: softcap tanh(s * cap_mul); ALiBi s -= slope *
+// |dist| with slope in raw-score units and dist0 the distance (row - col + N_k - N_q) of this thread's
+// s[0]: the accumulator layout of apply_mask, so s[4i+e] is dist0 + 8*(e>>1) - 8i - (e&1) (exact in fp32).
+template <class T>
+__device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap_mul, float slope, float dist0) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float x = s[4 * i + e];
+            if constexpr ((T::kMods & 1) != 0) {
+                asm("tanh.approx.f32 %0, %1;" : "=f"(x) : "f"(x * cap_mul));
+            }
+            if constexpr ((T::kMods & 2) != 0)
+                x = __fmaf_rn(-slope, fabsf(dist0 + float(8 * (e >> 1) - 8 * i - (e & 1))), x);
+            s[4 * i + e] = x;
         }
     }
 }
@@ -279,7 +304,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                int N_q, int N_k, float scale_log2, int sec,
                                                int* __restrict__ counter, const int* __restrict__ cu_q,
                                                const int* __restrict__ cu_k, int total_q, int win_left = 0,
-                                               int win_right = 0) {
+                                               int win_right = 0, float softcap_mul = 0.f,
+                                               const float* __restrict__ alibi = nullptr, long long alibi_sb = 0) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -461,6 +487,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             }
             n_own = warp_uniform(n_own);
             const int own = T::kLocal ? n_own - wg_j0 : n_own;   // chunks this warpgroup computes
+            // ALiBi: the head's slope in raw-score units (over the softmax scale, scale_log2 / log2 e)
+            const float slope =
+                (T::kMods & 2) ? alibi[ti.b * alibi_sb + ti.h] * 1.4426950408889634f / scale_log2 : 0.f;
+            // s[0]'s distance to the diagonal in chunk n (recomputed per chunk: one register less to hold)
+            auto dist0 = [&](int n) { return float(row0 + n_k - n_q - 2 * (lane % 4) - n * T::kBlockN); };
 
             float o[T::kHeadDim / 2];
 #pragma unroll
@@ -511,6 +542,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_wait<0>();
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
+                    if constexpr (T::kMods != 0)
+                        apply_mods<T>(s, softcap_mul, slope, dist0(n));
                     if constexpr (T::kLocal) {   // (a chunk below the last row's first key crosses the left edge)
                         if (own == 1) mbar_arrive(emptyQ);
                         if (need_mask(n) || n * T::kBlockN < wg_row_min + 63 + lo)
@@ -543,6 +576,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
                     fence_regs(s);
                     mbar_arrive(emptyK(stage));
+                    if constexpr (T::kMods != 0)
+                        apply_mods<T>(s, softcap_mul, slope, dist0(n));
                     if constexpr (T::kLocal) {
                         if (it == own - 1) mbar_arrive(emptyQ);
                         if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset, lo);

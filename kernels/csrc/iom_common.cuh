@@ -23,6 +23,13 @@ struct fp16 { unsigned short bits; };
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// tanh(x), approximate (one MUFU.TANH, sm_75 and newer; relative error about 2^-11).
+__device__ __forceinline__ float tanh_approx(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // 2^x, approximate (one MUFU.EX2); ex2(-inf) == 0.
 __device__ __forceinline__ float ex2(float x) {
     float y;

@@ -168,6 +168,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&ro
         }
 }
 
+// Score modifiers on a warp's raw S tiles (q.k, unscaled), FlashAttention's order, before any mask:
+// SOFTCAP (MODS & 1): s = tanh(s * cap_mul) (cap_mul = scale / cap; the launcher then passes cap as the
+// softmax scale, so the logit is cap * tanh(scale * q.k / cap)); ALIBI (MODS & 2): s -= slope * |dist|,
+// slope in raw-score units (the head's slope / the softmax scale), dist = row + N_k - N_q - col, from
+// `dist0`, the distance of this thread's first score (m-tile 0, row half 0, n-tile 0, column 0): rows
+// step 8 (hh) and 16 (mt), columns 8 (nt) and 1.  One float per thread and chunk, then per score an add
+// and an FMA with |.| (exact below 2^24).
+template <int MODS, int MT, int NT>
+__device__ __forceinline__ void score_mods(float (&s)[MT][NT][4], float cap_mul, float slope, float dist0) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = s[mt][nt][e];
+                if constexpr ((MODS & 1) != 0) x = tanh_approx(x * cap_mul);
+                if constexpr ((MODS & 2) != 0)
+                    x = fmaf(-slope, fabsf(dist0 + (float)(mt * 16 + (e >> 1) * 8 - nt * 8 - (e & 1))), x);
+                s[mt][nt][e] = x;
+            }
+}
+
 template <int R, int N>
 __device__ __forceinline__ void zero(float (&x)[R][N][4]) {
 #pragma unroll

@@ -17,7 +17,7 @@ res = timer.time_interleaved(fns, sets, rounds=3)
 shape = {"B": B, "H": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16", "window_left": 4096, "window_right": 0}
 rows = []
 for lab, r, c in zip(labels, res, cfgs + [None, None]):
-    pred = predict("flash_sm90", "h100-sxm", shape, c).time_s * 1e3 if c is not None and c not in fam.FAMILY.window_unshipped else None
+    pred = predict("flash_sm90", "h100-sxm", shape, c).time_s * 1e3 if c is not None and c not in fam.FAMILY.unshipped_for({"causal", "window"}) else None
     rows.append({"impl": lab, "ms": None if isinstance(r, Exception) else r.median_s * 1e3, "pred_ms": pred})
     print(f"{lab:34} {rows[-1]['ms']:.3f} pred {pred}")
 json.dump(rows, open(os.path.join(os.environ.get("OUT", "/tmp"), "window_cfgs.json"), "w"), indent=1)

@@ -1,0 +1,63 @@
+"""The sliding-window and score-modifier variants of the forward kernels built by nvcc without a GPU: the
+mma.sync one's (IS_LOCAL and MODS, sm_80) and the wgmma one's (kLocal and kMods, sm_90a), every shipped
+config causal and not, with and without a window, with no modifier, a softcap, ALiBi and both: exactly the
+variants the families list as spilling (``spilling_variants``, not offered) spill.  Skips without nvcc."""
+from __future__ import annotations
+
+import itertools
+import shutil
+
+import pytest
+
+from iomodel.families import flash_sm80 as family
+from iomodel.families import flash_sm90 as family90
+from kernels import codegen, compile, reports
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")]
+
+MODS = {0: (), 1: ("softcap",), 2: ("alibi",), 3: ("softcap", "alibi")}
+
+
+def _features(causal, local, mods) -> frozenset:
+    return frozenset((("causal",) if causal else ()) + (("window",) if local else ()) + MODS[mods])
+
+
+def _variants(configs):
+    """(cfg, causal, local, mods) of every variant with a window or a modifier (the plain ones: the build
+    tests of each kernel)."""
+    return [(cfg, c, w, m) for cfg in configs for c, w, m in itertools.product((False, True), (False, True), MODS)
+            if w or m]
+
+
+def test_mma_sync_variants_spill_exactly_where_not_offered(tmp_path):
+    names = {}
+    lines = ['#include "flash_fwd_sm80.cuh"']
+    for cfg, causal, local, mods in _variants(family.SHIPPED):
+        name = codegen.flash_sm80_kernel(cfg, "bf16", causal, False, local, mods)
+        names[(cfg, causal, local, mods)] = name
+        lines.append(f"template __global__ void {name}({codegen._FLASH_PARAMS.format(T='iom::bf16')});")
+    _cubin, log = compile.run_nvcc("\n".join(lines) + "\n", "sm_80", tmp_path, "variants", ("-Xptxas", "-v"))
+    ptxas = reports.parse_ptxas(log)
+    assert len(ptxas) == len(names)
+
+    def mangled(cfg, causal, local, mods):   # the template numbers of a variant in its mangled name
+        b = lambda x: "ELb1" if x else "ELb0"   # noqa: E731
+        return (f"ELi{cfg.block_m}ELi{cfg.block_n}ELi{cfg.warps}ELi{cfg.stages}ELi{cfg.head_dim}"
+                f"{b(causal)}ELb0{b(local)}ELi{mods}E")
+    spilled = {(v[0], _features(*v[1:])) for v in names
+               if any(mangled(*v) in n and (r["spill_stores"] or r["stack"]) for n, r in ptxas.items())}
+    assert spilled == set(family.FAMILY.spilling_variants)
+
+
+def test_wgmma_variants_spill_exactly_where_not_offered(tmp_path):
+    variants = _variants(family90.SHIPPED)
+    unit = codegen.sm90_unit([(cfg, "bf16", c, False, w, m) for cfg, c, w, m in variants])
+    _cubin, log = compile.run_nvcc(unit, "sm_90a", tmp_path, "variants90", ("-Xptxas", "-v"))
+    ptxas = reports.parse_ptxas(log)
+    assert len(ptxas) == len(variants)
+    spilled = set()
+    for cfg, c, w, m in variants:
+        r = ptxas[codegen.sm90_kernel(cfg, "bf16", c, False, w, m)]
+        if r["spill_stores"] or r["stack"]:
+            spilled.add((cfg, _features(c, w, m)))
+    assert spilled == set(family90.FAMILY.spilling_variants)
