@@ -35,6 +35,9 @@ class Diagram:
     # how many times the kernel runs in its program: 1, or an expression of the sizes that is 0 where the
     # program needs no such kernel (`split(direct_when_one=True)`: no combine kernel for a single part)
     runs: sp.Expr | None = None
+    # (staged input, alignment): its SMEM tile's rows padded along its last axis to a multiple of the
+    # alignment in elements (a swizzle atom's row: 64 16-bit values for 128-byte swizzled rows), `stage`
+    row_aligned: tuple[tuple[str, sp.Expr], ...] = ()
 
     # ---------- structure ----------
     def __post_init__(self):
@@ -243,10 +246,12 @@ class Diagram:
         """Keep only points with row + lower <= col <= row + upper (sliding window: lower = -(W - 1), upper = 0)."""
         return self.mask(row_axis, col_axis, upper, per_unit, lower)
 
-    def stage(self, array_name: str, level: str, buffers: int = 1) -> "Diagram":
+    def stage(self, array_name: str, level: str, buffers: int = 1, row_align=None) -> "Diagram":
         """Place an array at a memory level (an input staged in SMEM, an intermediate kept there).
         `buffers` > 1: an intermediate kept in that many SMEM copies, so that one step writes the next
-        while the units still read the last (a double-buffered tile)."""
+        while the units still read the last (a double-buffered tile).  `row_align`: an input's SMEM tile
+        holds its rows (along its last axis) padded to a multiple of this many elements (a swizzle atom's
+        row; the padding takes SMEM, moves no bytes from global memory)."""
         if array_name not in self.arrays():
             raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
         if level not in LEVELS:
@@ -258,8 +263,13 @@ class Diagram:
         buffered = tuple(p for p in self.buffered if p[0] != array_name)
         if buffers > 1:
             buffered += ((array_name, int(buffers)),)
+        aligned = tuple(p for p in self.row_aligned if p[0] != array_name)
+        if row_align is not None:
+            if level != "smem" or self.producer(array_name) is not None:
+                raise DiagramError(f"stage {array_name}: only an input staged in SMEM takes row_align")
+            aligned += ((array_name, size_expr(row_align)),)
         return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),),
-                             buffered=buffered)
+                             buffered=buffered, row_aligned=aligned)
 
     def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel",
               direct_when_one: bool = False) -> "Program":
@@ -302,7 +312,8 @@ class Diagram:
         return self._replace(ops=ops, outputs=tuple(map(swap, self.outputs)),
                              staged=tuple((swap(a), lvl) for a, lvl in self.staged),
                              accumulated=tuple(map(swap, self.accumulated)),
-                             buffered=tuple((swap(a), n) for a, n in self.buffered))
+                             buffered=tuple((swap(a), n) for a, n in self.buffered),
+                             row_aligned=tuple((swap(a), n) for a, n in self.row_aligned))
 
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
@@ -324,7 +335,7 @@ class Diagram:
                        self.partitions + other.partitions, self.masks + other.masks,
                        self.staged + other.staged, other.threads or self.threads,
                        tuple(a for a in self.accumulated + other.accumulated if a in outs),
-                       buffered=self.buffered + other.buffered)
+                       buffered=self.buffered + other.buffered, row_aligned=self.row_aligned + other.row_aligned)
 
     # ---------- views used by the derivation ----------
     def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:

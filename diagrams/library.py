@@ -93,7 +93,7 @@ def attention(batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dty
 
 
 def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=False, share_kv_heads=False,
-                    unit_threads=32, skip_per_unit=False, **shape) -> Diagram:
+                    unit_threads=32, skip_per_unit=False, smem_row_align=None, **shape) -> Diagram:
     """FlashAttention forward, derived from `attention` by relabeling.
 
     group b, heads, query rows (tile `block_m`) over thread blocks; online-softmax rewrite;
@@ -101,6 +101,8 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
     rows over `warps` units at the register level. With GQA, `share_kv_heads` puts all query
     heads of a KV group in one block (the g axis grouped whole) so K and V are loaded once per group.
     With `causal` and `skip_per_unit`, each unit computes only the key chunks its own rows see.
+    `smem_row_align`: Q, K and V tiles hold their rows padded to a multiple of that many elements (whole
+    swizzle groups: a head dim of 96 in rows of 128).
     """
     att = attention(**shape)
     blk_m, blk_n = size_expr(block_m), size_expr(block_n)
@@ -119,7 +121,7 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
         axes = d.axes()
         d = d.mask("n", "m", axes["m"] - axes["n"], per_unit=skip_per_unit)
     for x in ("Q", "K", "V"):
-        d = d.stage(x, "smem")
+        d = d.stage(x, "smem", row_align=smem_row_align)
     return d._replace(name=("causal-" if causal else "") + "flash-attention" + ("-gqa" if "g" in att.axes() else ""))
 
 

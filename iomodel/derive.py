@@ -156,6 +156,16 @@ def _unit_visits(nest: LoopNest, axes: set[str]) -> sp.Expr:
     return nest.unit_block_steps(nest.streams_through(axes)) * nest.unit_steps(nest.unit_streams_through(axes))
 
 
+def _held_tile(d: Diagram, nest: LoopNest, x) -> sp.Expr:
+    """Elements an input's SMEM tile takes: its tile, rows padded to the alignment it is staged with."""
+    tile = nest.tile(x, "smem")
+    align = dict(d.row_aligned).get(x.name)
+    if align is None:
+        return tile
+    row = nest.extent(x.axis_names[-1], "smem")
+    return tile / row * sp.ceiling(row / align) * align
+
+
 def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
     """Inputs, global -> smem (staged) or -> reg (read at use): transfers, SMEM residents, re-read bytes and spans."""
     transfers, residents, reread, span = [], [], [], []
@@ -171,7 +181,7 @@ def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             streamed = [stream_stage[a] for a in carried if a in stream_stage]
-            residents.append(Resident(x.name, "smem", nest.tile(x, "smem"), sp.Max(*(streamed or [1])), x.itemsize,
+            residents.append(Resident(x.name, "smem", _held_tile(d, nest, x), sp.Max(*(streamed or [1])), x.itemsize,
                                       True, "stream" if streamed else "all"))
             # from SMEM, every op that takes the operand loads its own fragments (the backward's Q feeds
             # S = Q K^T and dK = dS^T Q); an input read from global memory is read once for all its ops

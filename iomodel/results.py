@@ -200,7 +200,21 @@ def shape_label(shape: Mapping[str, Any]) -> str:
     n = f"N{shape['N_q']}" if shape["N_q"] == shape["N_k"] else f"Nq{shape['N_q']}Nk{shape['N_k']}"
     kv = "" if shape.get("H_kv", shape["H"]) == shape["H"] else f"/{shape['H_kv']}"
     dt = "" if shape.get("dtype", "bf16") == "bf16" else f" {shape['dtype']}"
-    return f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{kv}{' causal' if shape.get('causal') else ''}{dt}"
+    return (f"d{shape['d']} {n} B{shape['B']}H{shape['H']}{kv}{' causal' if shape.get('causal') else ''}{dt}"
+            f"{_feature_label(shape)}")
+
+
+def _feature_label(shape: Mapping[str, Any]) -> str:
+    """`` w4096,0 softcap30 alibi``: a shape's window and score modifiers ("" without)."""
+    parts = []
+    left, right = shape.get("window_left", -1), shape.get("window_right", -1)
+    if left >= 0 or right >= 0:
+        parts.append(f"w{left},{right}")
+    if shape.get("softcap", 0) > 0:
+        parts.append(f"softcap{shape['softcap']:g}")
+    if shape.get("alibi"):
+        parts.append("alibi")
+    return "".join(" " + p for p in parts)
 
 
 def shape_key(shape: Mapping[str, Any]) -> str:

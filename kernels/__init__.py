@@ -146,12 +146,23 @@ def attention_unfused(q, k, v, causal=False, config=None, scale=None):
     return unfused.attention(q, k, v, causal=causal, config=config, scale=scale)
 
 
-def run(family: str, q, k, v, causal=False, config=None, scale=None):
+def run(family: str, q, k, v, causal=False, config=None, scale=None, window_size=(-1, -1), softcap=0.0,
+        alibi_slopes=None):
     """O of the kernel family named `family` ("flash_sm80", "flash_sm90" or "unfused"); config: the
-    family's config (or a dict of its fields), None: the model's pick (unfused: its first shipped)."""
+    family's config (or a dict of its fields), None: the model's pick (unfused: its first shipped).
+    `window_size`, `softcap`, `alibi_slopes`: as ``flash_attention``'s (the flash families only)."""
     from . import dispatch
+    from .window import window
 
-    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale)
+    win = window(window_size, causal)
+    mods = _score_mods(q, k, v, softcap, alibi_slopes)
+    attention = dispatch.runner(family).attention
+    if not win.local and mods is None:
+        return attention(q, k, v, causal=win.causal, config=config, scale=scale)
+    if family not in dispatch.FLASH_BACKENDS.values():
+        raise ValueError(f"the {family} kernel has no window, softcap or ALiBi")
+    return attention(q, k, v, causal=win.causal, config=config, scale=scale, window=win if win.local else None,
+                     mods=mods)
 
 
 def set_debug(flag: bool) -> None:

@@ -103,6 +103,15 @@ def _register():
 FWD, BWD_OP = _register()
 
 
+def _backward_head_dims() -> tuple[int, ...]:
+    """The head dims some backward family takes."""
+    from iomodel import families
+
+    from .dispatch import BACKWARD_FAMILIES
+
+    return tuple(sorted({d for n in BACKWARD_FAMILIES for d in families.get(n).head_dims}))
+
+
 def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_config, deterministic: bool):
     """(O, LSE) of the FlashAttention forward through the differentiable operator (kernels.flash_attention).
     Only plain values cross into the operator; with config=None nothing here calls the model, so
@@ -111,6 +120,10 @@ def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_conf
     from .checks import check_scale
 
     d = q.shape[-1]
+    bwd_dims = _backward_head_dims()
+    if d not in bwd_dims:   # the forward has it, the backward not: say so now, not at .backward()
+        raise ValueError(f"head dim {d} has no backward yet (the backward takes {', '.join(map(str, bwd_dims))}): "
+                         "call it on tensors that do not require grad (or under torch.no_grad()).")
     fields = []
     if config is not None:   # a config picks its family: pass its backend with its fields
         family = dispatch.flash_family(q, k, v, causal, config, backend)[0]

@@ -26,6 +26,9 @@ DEFAULT_DEFINES: tuple[str, ...] = ()
 # only pay when a head's K/V is small: below MIN_SECTION_HEADS heads per section all tiles go
 # longest first over all heads.  0 turns sections off.
 L2_SECTION_SHARE = 0.4
+# the largest head dim whose causal and varlen kernels take the dynamic schedule (FwdTraits::kDynamic,
+# SM90_DYN_MAX in the header)
+DYNAMIC_MAX_HEAD_DIM = 128
 MIN_SECTION_HEADS = 8
 
 
@@ -147,8 +150,10 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
     grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
     stream = driver.current_stream(dev)
-    # causal and varlen kernels (d <= 128) hand out tiles from a counter, zeroed here in stream order
-    counter = _tile_counter(dev, stream) if (s["causal"] or varlen is not None) and s["d"] <= 128 else None
+    # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM) hand out tiles from a counter, zeroed here in
+    # stream order
+    dynamic = (s["causal"] or varlen is not None) and s["d"] <= DYNAMIC_MAX_HEAD_DIM
+    counter = _tile_counter(dev, stream) if dynamic else None
     i32 = ctypes.c_int
     cu_q, cu_k, total_q = varlen if varlen is not None else (None, None, 0)
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),

@@ -75,8 +75,27 @@ def _parse_budget(text: str) -> float:
     return s
 
 
+def _feature(flag: str, causal: bool) -> dict | None:
+    """A shape flag's window or score modifier (``w4096``, ``w37,5``, ``softcap30``, ``alibi``), None if
+    the flag is none of them."""
+    try:
+        if flag.startswith("w") and flag[1:2].isdigit():
+            left, _, right = flag[1:].partition(",")
+            right_i = 0 if causal else (int(right) if right else -1)
+            return {"window_left": int(left), "window_right": right_i}
+        if flag.startswith("softcap"):
+            cap = float(flag[len("softcap"):])
+            if not 0 < cap < float("inf"):
+                raise ValueError
+            return {"softcap": cap}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad feature flag {flag!r}: w<LEFT>[,<RIGHT>] or softcap<CAP>") from None
+    return {"alibi": True} if flag == "alibi" else None
+
+
 def _parse_shape(text: str) -> dict:
-    """``N:d[:causal][:fp16]``, e.g. ``4096:128:causal``; B and H keep B*N=16384, H*d=2048."""
+    """``N:d[:causal][:fp16][:w<LEFT>[,<RIGHT>]][:softcap<CAP>][:alibi]``, e.g. ``32768:128:causal:w4096``; B
+    and H keep B*N=16384, H*d=2048."""
     parts = text.split(":")
     try:
         N, d = int(parts[0]), int(parts[1])
@@ -88,10 +107,13 @@ def _parse_shape(text: str) -> dict:
         raise argparse.ArgumentTypeError(
             f"head dim {d} is not one the kernels run ({', '.join(map(str, HEAD_DIMS))}) in {text!r}")
     flags = set(parts[2:])
-    unknown = flags - {"causal", "bf16", "fp16"}
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown flag(s) {sorted(unknown)} in {text!r}")
-    return make_shape(N, d, "causal" in flags, "fp16" if "fp16" in flags else "bf16")
+    features = {}
+    for f in sorted(flags - {"causal", "bf16", "fp16"}):
+        feat = _feature(f, "causal" in flags)
+        if feat is None:
+            raise argparse.ArgumentTypeError(f"unknown flag {f!r} in {text!r}")
+        features.update(feat)
+    return make_shape(N, d, "causal" in flags, "fp16" if "fp16" in flags else "bf16", **features)
 
 
 def _add_run_options(r: argparse.ArgumentParser) -> None:
@@ -115,7 +137,7 @@ def _add_run_options(r: argparse.ArgumentParser) -> None:
                         "flash_bwd_sm90_deterministic (sm_90 only), flash_decode_sm80, sdpa_flash_decode, "
                         "sdpa_cudnn_decode, sdpa_efficient_decode, flash_varlen_sm80, flash_varlen, "
                         "flash_dense_sm80, flash_dense, torch_varlen_attn, sdpa_flash_nested; default: all)")
-    r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16]",
+    r.add_argument("--shape", action="append", type=_parse_shape, metavar="N:d[:causal][:fp16][:w4096][:softcap30][:alibi]",
                    help=f"replace the default shapes (repeatable); B*N = 16384, H*d = 2048, d one of "
                         f"{', '.join(map(str, HEAD_DIMS))} (default: N in 1024, 4096, 16384, d in 64, 128)")
     r.add_argument("--out", type=Path, metavar="FILE.json",

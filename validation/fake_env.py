@@ -269,8 +269,11 @@ class FakeEnv:
     def make_inputs(self, shape, n_sets: int, seed: int):
         return [tuple({"shape": dict(shape), "set": i, "seed": seed} for _ in range(3)) for i in range(n_sets)]
 
-    def reference(self, q, k, v, causal):
+    def reference(self, q, k, v, causal, features=None):
         return {"shape": q["shape"]}
+
+    def features(self, shape) -> dict:
+        return {}
 
     def check(self, out, ref) -> tuple[float, bool]:
         err = out["err"]

@@ -12,6 +12,7 @@ from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
 from iomodel.algo_peers import algo_of
 from iomodel.results import config_dict, config_label, shape_label
+from .features import has_features
 
 __all__ = ["SWEEP_KERNELS", "ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape",
            "default_shapes", "KernelFamily", "PlannedRow", "build_plan"]
@@ -29,11 +30,13 @@ HIDDEN = 2048           # H * d
 
 
 def make_shape(N: int, d: int, causal: bool, dtype: str = "bf16", tokens: int = TOKENS,
-               hidden: int = HIDDEN) -> dict[str, Any]:
-    """An attention shape of ``tokens`` = B*N tokens and ``hidden`` = H*d model width."""
+               hidden: int = HIDDEN, **features) -> dict[str, Any]:
+    """An attention shape of ``tokens`` = B*N tokens and ``hidden`` = H*d model width; `features`: a
+    window and score modifiers (``validation.features.FIELDS``)."""
     B = max(1, tokens // N)
     H = max(1, hidden // d)
-    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": bool(causal), "dtype": dtype}
+    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": bool(causal), "dtype": dtype,
+            **features}
 
 
 def default_shapes(quick: bool = False, dtype: str = "bf16") -> list[dict[str, Any]]:
@@ -126,7 +129,7 @@ def build_plan(
 
     At ``N == sweep_n`` every shipped config of the head dim (model order when the model ranks them,
     through ``predictor.rank``); elsewhere the model's top config (the first shipped one when the
-    model cannot rank).  Peers at every shape."""
+    model cannot rank).  Peers at every shape without a window or score modifier."""
     only = set(only)
     notes = notes if notes is not None else []
     rows: list[PlannedRow] = []
@@ -135,6 +138,6 @@ def build_plan(
             fam = families.get(kname)
             if kname in only and fam is not None and not fam.skip:
                 rows += _family_rows(fam, shape, predictor, sweep_n, notes)
-        if "peers" in only:
+        if "peers" in only and not has_features(shape):   # SDPA's backends take no window or modifier
             rows += [PlannedRow(peer, shape, None, "peer") for peer in PEER_KERNELS]
     return rows

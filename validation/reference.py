@@ -8,8 +8,11 @@ from __future__ import annotations
 
 
 def attention_reference(q, k, v, causal: bool = False, scale: float | None = None,
-                        max_scores_bytes: int = 512 << 20):
-    """(O, LSE) in float32 for q (B, H, N_q, d), k and v (B, H_kv, N_k, d)."""
+                        max_scores_bytes: int = 512 << 20, window_size=(-1, -1), softcap: float = 0.0,
+                        alibi_slopes=None):
+    """(O, LSE) in float32 for q (B, H, N_q, d), k and v (B, H_kv, N_k, d).  FlashAttention's features:
+    `window_size` (left, right; -1 unbounded; causal sets right = 0), `softcap` (logits cap * tanh(logit /
+    cap)) and `alibi_slopes` ((H,) or (B, H): logits minus slope * |i + N_k - N_q - j|, after the cap)."""
     import torch
     B, H, n_q, d = q.shape
     h_kv, n_k = k.shape[1], k.shape[2]
@@ -28,9 +31,18 @@ def attention_reference(q, k, v, causal: bool = False, scale: float | None = Non
         for r0 in range(0, n_q, rows):
             r1 = min(n_q, r0 + rows)
             s = torch.matmul(q[:, :, r0:r1].float(), kf.transpose(-1, -2)) * scale
-            if causal:
-                limit = torch.arange(r0, r1, device=q.device)[:, None] + (n_k - n_q)
-                s.masked_fill_(cols[None, :] > limit, float("-inf"))
+            diag = torch.arange(r0, r1, device=q.device)[:, None] + (n_k - n_q)   # each row's diagonal key
+            if softcap > 0:
+                s = softcap * torch.tanh(s / softcap)
+            if alibi_slopes is not None:
+                sl = alibi_slopes.float().reshape(-1, H)[:, :, None, None]
+                s -= sl * (diag - cols[None, :]).abs().float()
+            left, right = window_size
+            right = 0 if causal else right
+            if right >= 0:
+                s.masked_fill_(cols[None, :] > diag + right, float("-inf"))
+            if left >= 0:
+                s.masked_fill_(cols[None, :] < diag - left, float("-inf"))
             lse[:, :, r0:r1] = torch.logsumexp(s, dim=-1)
             out[:, :, r0:r1] = torch.matmul(torch.softmax(s, dim=-1).nan_to_num(0.0), vf)
             del s

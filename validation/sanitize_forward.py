@@ -1,7 +1,7 @@
 """Small calls of the forward kernels' feature variants for NVIDIA's compute-sanitizer (memcheck,
 racecheck): sliding windows and the score modifiers (softcap, ALiBi per head and per batch entry, both),
-causal and not, on shapes with tails, GQA and N_q != N_k both ways, on the mma.sync kernel and, on sm_90
-devices, the wgmma one (the model's config for each call).
+causal and not, on shapes with tails, GQA and N_q != N_k both ways, head dims 32, 64, 96 and 128, on the
+mma.sync kernel and, on sm_90 devices, the wgmma one (the model's config for each call).
 
     compute-sanitizer --tool memcheck python -m validation.sanitize_forward
     compute-sanitizer --tool racecheck python -m validation.sanitize_forward
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 
-#: (B, H, H_kv, N_q, N_k, d): key and query tails, GQA, N_q > N_k (causal rows that see no key)
-SHAPES = ((2, 4, 2, 77, 130, 64), (1, 2, 2, 130, 77, 128))
+#: (B, H, H_kv, N_q, N_k, d): key and query tails, GQA, N_q > N_k (causal rows that see no key); head dims
+#: 32 and 96 in SMEM rows padded to 64 and 128
+SHAPES = ((2, 4, 2, 77, 130, 64), (1, 2, 2, 130, 77, 128), (1, 4, 1, 70, 93, 96), (2, 2, 2, 93, 70, 32))
 #: (causal, window_size, softcap, alibi: None | "head" | "batch")
 CASES = ((False, (-1, -1), 10.0, None), (True, (-1, -1), 0.0, "head"), (True, (33, 0), 10.0, "batch"),
          (False, (20, 7), 0.0, "head"), (False, (-1, -1), 5.0, "batch"))
@@ -34,7 +35,7 @@ def _call(torch, backend, shape, case) -> bool:
 
     B, H, H_kv, n_q, n_k, d = shape
     causal, window, cap, alibi = case
-    dt = torch.bfloat16 if d == 128 else torch.float16
+    dt = torch.bfloat16 if d in (96, 128) else torch.float16
     q = torch.randn(B, H, n_q, d, device="cuda").to(dt)
     k = torch.randn(B, H_kv, n_k, d, device="cuda").to(dt)
     slopes = None if alibi is None else torch.rand((B, H) if alibi == "batch" else (H,), device="cuda")

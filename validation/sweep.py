@@ -183,12 +183,15 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
 
 # --------------------------------------------------------------------------- one row's check
 
-def row_callable(row: PlannedRow, run: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn(q, k, v)`` running this row's kernel (with its config) on one input set."""
+def row_callable(row: PlannedRow, run: Callable[..., Any], features: dict | None = None) -> Callable[..., Any]:
+    """``fn(q, k, v)`` running this row's kernel (with its config) on one input set; `features`: the
+    shape's window and score modifiers as the kernels take them (``validation.features``)."""
     causal = bool(row.shape.get("causal"))
     if row.is_peer:
         return lambda q, k, v: run(q, k, v, causal)
     cfg = row.config
+    if features:
+        return lambda q, k, v: run(cfg, q, k, v, causal, **features)
     return lambda q, k, v: run(cfg, q, k, v, causal)
 
 
@@ -222,7 +225,7 @@ def check_row(env, row: PlannedRow, inputs, ref, run: Callable[..., Any],
             fill_prediction(rec, *predictor.peer(row.kernel, row.shape), peer=True)
         else:
             fill_prediction(rec, *predictor.predict(row.kernel, row.shape, row.config))
-    fn = row_callable(row, run)
+    fn = row_callable(row, run, env.features(row.shape))
     try:
         rec.error = _check_problem(env, rec, fn, inputs, ref)
     except Exception as exc:  # noqa: BLE001 - one bad config must not end the sweep
@@ -242,7 +245,7 @@ def _inputs(run: _Run, group: list[tuple[int, PlannedRow]], seed: int):
     shape = group[0][1].shape
     try:
         inputs = run.env.make_inputs(shape, run.opts.input_sets, seed + group[0][0])
-        ref = run.env.reference(*inputs[0], bool(shape.get("causal")))
+        ref = run.env.reference(*inputs[0], bool(shape.get("causal")), run.env.features(shape))
         run.env.sync()
         return inputs, ref
     except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the shape's rows say so, the next shape runs

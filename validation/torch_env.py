@@ -18,8 +18,9 @@ __all__ = ["TorchEnv"]
 
 
 def _runner(run: Callable[..., Any], family: str) -> Callable[..., Any]:
-    """``fn(config, q, k, v, causal)`` calling ``kernels.run`` for one family."""
-    return lambda cfg, q, k, v, causal=False: run(family, q, k, v, causal=causal, config=cfg)
+    """``fn(config, q, k, v, causal, **features)`` calling ``kernels.run`` for one family (features: a
+    window and score modifiers, ``validation.features``)."""
+    return lambda cfg, q, k, v, causal=False, **feat: run(family, q, k, v, causal=causal, config=cfg, **feat)
 
 
 class TorchEnv:
@@ -101,11 +102,18 @@ class TorchEnv:
 
         return [(randn(B, H, Nq, d), randn(B, Hk, Nk, d), randn(B, Hk, Nk, d)) for _ in range(n_sets)]
 
-    def reference(self, q, k, v, causal):
-        """float32 attention, chunked over query rows so the scores stay under ~512 MiB."""
+    def reference(self, q, k, v, causal, features=None):
+        """float32 attention, chunked over query rows so the scores stay under ~512 MiB; `features`: the
+        shape's window and score modifiers (``features``)."""
         from .reference import attention_reference
 
-        return attention_reference(q, k, v, causal)[0]
+        return attention_reference(q, k, v, causal, **(features or {}))[0]
+
+    def features(self, shape) -> dict:
+        """The shape's window and score modifiers as the kernels and the reference take them ({} without)."""
+        from .features import feature_args
+
+        return feature_args(self.torch, shape, "cuda")
 
     def check(self, out, ref) -> tuple[float, bool]:
         """(max |out - ref| / max |ref|, whether the output is all finite)."""

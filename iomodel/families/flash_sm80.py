@@ -13,7 +13,13 @@ from ..styles import MMA_SYNC
 from .base import Family, TileConfig
 
 MMA_M, MMA_K = 16, 16   # mma.sync m16n8k16: rows per warp and the k of P.V come in these steps
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+SMEM_ROW = 64   # SMEM rows hold whole XOR-swizzle groups (8 chunks of 8 values): d = 32 and 96 are padded
+
+
+def smem_row(head_dim: int) -> int:
+    """Elements of a Q, K or V row in SMEM: the head dim rounded up to SMEM_ROW."""
+    return -(-head_dim // SMEM_ROW) * SMEM_ROW
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,8 @@ class FlashConfig(TileConfig):
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Dynamic shared memory of one block, in bytes (exact): the Q tile and `stages` (K, V) chunks,
-        XOR-swizzled without padding; no static shared memory."""
-        return (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * elem_bytes
+        XOR-swizzled, rows of `smem_row(head_dim)` values; no static shared memory."""
+        return (self.block_m + 2 * self.stages * self.block_n) * smem_row(self.head_dim) * elem_bytes
 
     def problems(self) -> list[str]:
         p = []
@@ -47,8 +53,6 @@ class FlashConfig(TileConfig):
             p.append(f"stages ({self.stages}) must be >= 1")
         if self.head_dim not in HEAD_DIMS:
             p.append(f"head_dim ({self.head_dim}) must be one of {', '.join(map(str, HEAD_DIMS))}")
-        elif self.warps >= 1 and (32 * self.warps) % (self.head_dim // 8) != 0:
-            p.append("32*warps must be a multiple of head_dim/8 (16-byte chunks of a row per thread)")
         return p
 
 
@@ -68,6 +72,19 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
     (64, 64, 4, 1), (64, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 1), (128, 64, 8, 2),
     (128, 128, 8, 1),
     head_dim=128,
+) + _shipped(
+    (128, 128, 4, 1), (128, 128, 4, 2), (128, 64, 4, 2), (64, 64, 4, 2), (128, 128, 8, 2), (256, 64, 4, 3),
+    head_dim=32,
+) + _shipped(
+    (128, 64, 4, 1), (128, 64, 4, 2), (128, 32, 4, 2), (64, 64, 4, 2), (128, 64, 8, 2), (128, 128, 8, 1),
+    (256, 64, 8, 2),
+    head_dim=96,
+) + _shipped(
+    (128, 64, 8, 2), (128, 48, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 48, 4, 1), (64, 32, 4, 1),
+    head_dim=192,
+) + _shipped(
+    (128, 96, 8, 1), (128, 64, 8, 1), (64, 64, 4, 1), (64, 48, 4, 1), (128, 48, 8, 2), (64, 32, 4, 2),
+    head_dim=256,
 )
 
 
@@ -82,7 +99,8 @@ def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
-    return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal, **kw)
+    return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal,
+                                   smem_row_align=SMEM_ROW, **kw)
 
 
 def _variants(cfg: FlashConfig, *features: str) -> tuple:
@@ -91,13 +109,16 @@ def _variants(cfg: FlashConfig, *features: str) -> tuple:
 
 #: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
 #: offered: the configs at 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at
-#: d = 64, the 32 x 128 output at d = 128) have no room for a window's bounds or a softcap's tanh.
+#: d = 64, the 32 x 128 output at d = 128; 64 rows a warp at d = 32) have no room for a window's bounds or a
+#: softcap's tanh.
 SPILLING = (
     _variants(FlashConfig(128, 128, 4, 1, 64), "softcap", "window softcap", "window alibi", "causal softcap",
               "causal window softcap", "causal window alibi")
     + _variants(FlashConfig(128, 128, 4, 2, 64), "window", "causal window", "causal softcap")
     + _variants(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
                 "causal window softcap alibi")
+    + _variants(FlashConfig(256, 64, 4, 3, 32), "softcap", "window softcap", "window alibi", "window softcap alibi",
+                "causal softcap", "causal window softcap", "causal window alibi", "causal window softcap alibi")
 )
 
 

@@ -13,7 +13,13 @@ from ..styles import WGMMA
 from .base import Family, TileConfig
 
 WGMMA_M = 64                 # rows of one wgmma: each consumer warpgroup owns one row block
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+SMEM_ROW = 64   # tiles are 64-column blocks (128-byte TMA swizzle boxes): d = 32 and 96 fill their last one partly
+
+
+def smem_row(head_dim: int) -> int:
+    """Elements of a Q, K or V row in SMEM: the head dim rounded up to SMEM_ROW (TMA fills the rest with 0)."""
+    return -(-head_dim // SMEM_ROW) * SMEM_ROW
 ALIGN_SLACK_BYTES = 1024     # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
 MBARRIER_BYTES = 8
 
@@ -58,8 +64,8 @@ class Sm90Config(TileConfig):
         """Exact dynamic shared memory the kernel requests: 1024 (alignment slack) + the Q tile
         + stages x (K chunk + V chunk) + 8 B per mbarrier (Q full and empty, and K full, K empty,
         V full, V empty per stage). Static shared memory is 0."""
-        q = self.block_m * self.head_dim * elem_bytes
-        kv = self.stages * 2 * self.block_n * self.head_dim * elem_bytes
+        q = self.block_m * smem_row(self.head_dim) * elem_bytes
+        kv = self.stages * 2 * self.block_n * smem_row(self.head_dim) * elem_bytes
         return ALIGN_SLACK_BYTES + q + kv + MBARRIER_BYTES * (2 + 4 * self.stages)
 
     @property
@@ -89,6 +95,22 @@ SHIPPED: tuple[Sm90Config, ...] = (
     Sm90Config(128, 64, 4, 128, 2),
     Sm90Config(128, 80, 2, 256, 2),
     Sm90Config(128, 64, 2, 256, 2),
+    # head dims 32, 96 and 192 (rows padded to 64 in SMEM: d = 32 and 96)
+    Sm90Config(192, 128, 3, 32, 3),
+    Sm90Config(192, 144, 4, 32, 3),
+    Sm90Config(128, 256, 2, 32, 2),
+    Sm90Config(128, 128, 2, 32, 2),
+    Sm90Config(192, 112, 3, 96, 3),
+    Sm90Config(192, 96, 2, 96, 3),
+    Sm90Config(128, 128, 3, 96, 2),
+    Sm90Config(128, 192, 2, 96, 2),
+    Sm90Config(128, 176, 2, 96, 2),
+    Sm90Config(192, 80, 4, 96, 3),
+    Sm90Config(128, 112, 2, 192, 2),
+    Sm90Config(128, 96, 2, 192, 2),
+    Sm90Config(128, 80, 2, 192, 2),
+    Sm90Config(128, 64, 3, 192, 2),
+    Sm90Config(128, 128, 1, 192, 2),
 )
 
 
@@ -98,17 +120,30 @@ def _variants(cfg: Sm90Config, *features: str) -> tuple:
 
 #: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
 #: offered: the configs at the register limit (two consumer warpgroups at 168 registers by ptxas's count,
-#: three at 128) have no room for a window's bounds together with a softcap's or ALiBi's values.
+#: three at 128) have no room for a window's bounds together with a softcap's or ALiBi's values (the
+#: lists below are ptxas's, variant by variant).
 SPILLING = (
-    _variants(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
-              "causal alibi", "causal window softcap alibi", "causal softcap alibi", "softcap alibi")
+    _variants(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
+    + _variants(Sm90Config(128, 80, 2, 256, 2), "causal window alibi", "causal window softcap alibi", "causal alibi",
+                "causal softcap alibi", "window alibi", "window softcap alibi", "alibi", "softcap alibi")
+    + _variants(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "causal window softcap alibi",
+                "window alibi", "window softcap alibi")
+    + _variants(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi",
+                "causal window softcap alibi", "window alibi", "window softcap alibi")
+    + _variants(Sm90Config(128, 176, 2, 96, 2), "causal window softcap alibi")
     + _variants(Sm90Config(128, 192, 2, 64, 2), "causal window softcap alibi")
-    + _variants(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "window alibi", "causal window softcap alibi",
-                "window softcap alibi", "softcap alibi")
-    + _variants(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi", "window alibi",
-                "causal window softcap alibi", "causal softcap alibi", "window softcap alibi")
-    + _variants(Sm90Config(128, 80, 2, 256, 2), *(f"{c}{w}alibi{m}" for c in ("causal ", "") for w in ("window ", "")
-                                                   for m in ("", " softcap")))
+    + _variants(Sm90Config(128, 192, 2, 96, 2), "causal window alibi", "causal window softcap alibi")
+    + _variants(Sm90Config(128, 256, 2, 32, 2), "causal window", "causal window softcap", "causal window alibi",
+                "causal window softcap alibi", "causal alibi", "causal softcap alibi", "window softcap alibi",
+                "softcap", "softcap alibi")
+    + _variants(Sm90Config(192, 96, 2, 96, 3), "causal window alibi", "softcap alibi")
+    + _variants(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
+                "causal window softcap alibi")
+    + _variants(Sm90Config(192, 112, 3, 96, 3), "causal window", "causal window softcap", "causal window alibi",
+                "causal window softcap alibi")
+    + _variants(Sm90Config(192, 128, 3, 32, 3), "window softcap alibi", "softcap alibi")
+    + _variants(Sm90Config(192, 144, 4, 32, 3), "causal window", "causal window softcap", "causal window alibi",
+                "causal window softcap alibi")
 )
 
 
@@ -127,7 +162,7 @@ def _diagram(causal: bool, gqa: bool):
     # consumer warpgroups (128 threads) own `block_m / consumers` query rows each
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
-                                   unit_threads=128, skip_per_unit=True, **kw)
+                                   unit_threads=128, skip_per_unit=True, smem_row_align=SMEM_ROW, **kw)
 
 
 def _window(diagram, left: bool, right: bool):

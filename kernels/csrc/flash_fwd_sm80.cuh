@@ -5,7 +5,8 @@
 // visible keys, streaming K/V in chunks of BLOCK_N rows through a ring of
 // STAGES (K chunk, V chunk) slots in shared memory.
 //
-// Shared memory (dynamic, no static):  (BLOCK_M + 2*STAGES*BLOCK_N) * HEAD_DIM * sizeof(T)
+// Shared memory (dynamic, no static):  (BLOCK_M + 2*STAGES*BLOCK_N) * HEAD_DIM_S * sizeof(T), HEAD_DIM_S the
+// head dim rounded up to 64 (rows of whole 128-byte swizzle groups)
 //   [ Q tile | K slot 0 | V slot 0 | K slot 1 | V slot 1 | ... ]
 // each tile row-major (HEAD_DIM contiguous), 16-byte chunks XOR-swizzled
 // (chunk ^= row & 7) instead of padded.
@@ -64,12 +65,17 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr int NT = BLOCK_N / 8;          // n8 tiles of S
     constexpr int DT = HEAD_DIM / 8;         // n8 tiles of O
     constexpr int KP = BLOCK_N / 16;         // k16 steps of P V
-    constexpr int CPR = HEAD_DIM / 8;        // 16-byte chunks per SMEM row
-    constexpr int ROW_BYTES = HEAD_DIM * 2;
+    constexpr int CPR = HEAD_DIM / 8;        // 16-byte chunks of a row
+    // SMEM rows hold whole groups of 8 chunks (the XOR swizzle's span): head dims 32 and 96 are padded to
+    // 64 and 128 (the padding is neither written nor read)
+    constexpr int CPR_S = (CPR + 7) / 8 * 8;
+    // threads a row takes in the loaders: a power of two (a divisor of the block's threads)
+    constexpr int COLS = CPR <= 4 ? 4 : CPR <= 8 ? 8 : CPR <= 16 ? 16 : 32;
+    constexpr int ROW_BYTES = CPR_S * 16;
     static_assert(sizeof(T) == 2, "16-bit inputs only");
     static_assert(BLOCK_M % (16 * WARPS) == 0, "each warp owns a multiple of 16 query rows");
     static_assert(BLOCK_N % 16 == 0, "BLOCK_N must be a multiple of 16");
-    static_assert(HEAD_DIM % 64 == 0, "HEAD_DIM must be a multiple of 64");
+    static_assert(HEAD_DIM % 32 == 0 && HEAD_DIM <= 256, "HEAD_DIM must be a multiple of 32, at most 256");
     static_assert(STAGES >= 1, "STAGES >= 1");
     using E = Elem<T>;
 
@@ -131,7 +137,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr u32 SLOT_BYTES = 2u * BLOCK_N * ROW_BYTES;
     constexpr u32 V_OFFSET = (u32)BLOCK_N * ROW_BYTES;
 
-    using Loader = TileLoader<BLOCK_N, CPR, THREADS>;
+    using Loader = TileLoader<BLOCK_N, CPR, THREADS, CPR_S, COLS>;
     const Loader ld(tid);
     const T* k_src = kg + (i64)ld.r0 * k_sn + ld.c8;
     const T* v_src = vg + (i64)ld.r0 * v_sn + ld.c8;
@@ -155,7 +161,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
     // ---- prologue: Q, then the first chunks --------------------------------
     {
-        using QLoader = TileLoader<BLOCK_M, CPR, THREADS>;
+        using QLoader = TileLoader<BLOCK_M, CPR, THREADS, CPR_S, COLS>;
         const QLoader lq(tid);
         lq.load(sQ, qg + (i64)(m0 + lq.r0) * q_sn + lq.c8, (i64)QLoader::RSTEP * q_sn, N_q - m0, CPR, q);
     }

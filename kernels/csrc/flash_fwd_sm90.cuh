@@ -15,17 +15,30 @@
 // the loop over the rest carries no mask code.  A warpgroup skips the chunks that hold none of
 // its scores (above its own causal diagonal, or all of them when its rows lie past N_q).
 //
-// Shared memory (dynamic, see Sm90Config.smem_bytes in iomodel/families/flash_sm90.py):
-//     1024 (alignment slack) + Q (block_m*d*2) + stages * (K + V) (2*block_n*d*2)
+// Shared memory (dynamic, see Sm90Config.smem_bytes in iomodel/families/flash_sm90.py), with D the head
+// dim rounded up to 64:
+//     1024 (alignment slack) + Q (block_m*D*2) + stages * (K + V) (2*block_n*D*2)
 //     + 8 * (2 + 4*stages) mbarriers.
-// Every tile is stored as d/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
+// Every tile is stored as D/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
 // elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
 //
 // Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
+// SM90_DYN_MAX, SM90_OWN_MAX, SM90_TURN_MAX (the head dims with each scheduling feature, below),
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
 #include "sm90_tiles.cuh"
+// The largest head dims with the dynamic schedule, own-chunk skipping and wgmma turns (FwdTraits below);
+// -D switches for A/B runs (kernels/flash_sm90.py's DYNAMIC_MAX_HEAD_DIM must match SM90_DYN_MAX).
+#ifndef SM90_DYN_MAX
+#define SM90_DYN_MAX 128
+#endif
+#ifndef SM90_OWN_MAX
+#define SM90_OWN_MAX 192
+#endif
+#ifndef SM90_TURN_MAX
+#define SM90_TURN_MAX 192
+#endif
 
 namespace sm90 {
 
@@ -56,27 +69,31 @@ struct FwdTraits {
     static constexpr int kMods = kMods_;
     // Causal tiles differ in length: the producer claims them one by one from a global counter (a
     // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
-    // walks a fixed list of tiles.  (At d = 256 the slot's registers would spill: fixed list.)
+    // walks a fixed list of tiles.  (Above d = 128 a fixed list: the claims did not pay at d = 192 and 256,
+    // validation/results/profile-head-dims-h100-2026-11-24/ab-schedule-d192-d256.json.)
     // Varlen batches too: their tiles past a short sequence's rows are skipped by the producer alone,
     // and the real ones (few and uneven) are balanced by the claims.
 #ifdef SM90_STATIC_SCHEDULE
     static constexpr bool kDynamic = false;
 #else
-    static constexpr bool kDynamic = (kCausal || kVarlen_) && kHeadDim_ <= 128;
+    static constexpr bool kDynamic = (kCausal || kVarlen_) && kHeadDim_ <= SM90_DYN_MAX;
 #endif
 
-    // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 the extra live
-    // values make the O accumulator spill: there every warpgroup runs the whole tile.
-    static constexpr bool kOwnChunks = kHeadDim_ <= 128;
+    // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 every warpgroup
+    // runs the whole tile (this and the turns measured within noise of it there; at d = 192 up to 10%
+    // faster: the same A/B).
+    static constexpr bool kOwnChunks = kHeadDim_ <= SM90_OWN_MAX;
     // The consumer warpgroups take turns issuing their wgmmas (FA3's scheduler barrier): one
     // warpgroup's softmax then runs while the others' matrix products use the tensor cores.
     // Without it the warpgroups can fall into step and all wait on the tensor cores together.
-    static constexpr bool kTurns = kHeadDim_ <= 128;
+    static constexpr bool kTurns = kHeadDim_ <= SM90_TURN_MAX;
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
-    static constexpr int kDBlocks = kHeadDim / 64;                 // 64-element column blocks
-    static constexpr u32 kBytesQ = kBlockM * kHeadDim * 2;
-    static constexpr u32 kBytesKV = kBlockN * kHeadDim * 2;        // one K chunk (= one V chunk)
+    // 64-element column blocks (TMA boxes): d = 32 and 96 fill their last one partly, TMA writing zeros
+    // past d (the products read only the first d columns: S contracts over d, O has d columns)
+    static constexpr int kDBlocks = (kHeadDim + 63) / 64;
+    static constexpr u32 kBytesQ = kBlockM * kDBlocks * 128;       // TMA counts a box's zeros too
+    static constexpr u32 kBytesKV = kBlockN * kDBlocks * 128;      // one K chunk (= one V chunk)
     static constexpr u32 kOffK = kBytesQ;
     static constexpr u32 kOffV = kOffK + kStages * kBytesKV;
     static constexpr u32 kOffBar = kOffV + kStages * kBytesKV;
@@ -88,7 +105,7 @@ struct FwdTraits {
 
     static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 query rows");
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "block_n");
-    static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256, "head_dim");
+    static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA box rows <= 256");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "registers");
 };
@@ -136,6 +153,35 @@ __device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap
                 x = __fmaf_rn(-slope, fabsf(dist0 + float(8 * (e >> 1) - 8 * i - (e & 1))), x);
             s[4 * i + e] = x;
         }
+    }
+}
+
+__device__ __forceinline__ u32 shfl_xor_u32(u32 v, int m) {
+    u32 r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(m));
+    return r;
+}
+
+// A 4 x 4 transpose across the lanes of a quad (the 4 lanes holding one accumulator row): lane q holds
+// a[i] = columns 2q, 2q+1 of 8-column group i (i = 0..3, packed 16-bit pairs); afterwards it holds b[p] =
+// columns 2p, 2p+1 of group q, p = 0..3: the 16 contiguous bytes of group q.  Two butterfly rounds of two
+// shuffles: first the pairs of lanes (q, q^1), then (q, q^2).
+__device__ __forceinline__ void quad_transpose(u32 (&a)[4], int q) {
+    const bool odd = q & 1, high = q & 2;
+    u32 c[4];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {   // round 1: keep the groups of index parity q & 1, from both lanes
+        const u32 own = odd ? a[2 * k + 1] : a[2 * k];
+        const u32 got = shfl_xor_u32(odd ? a[2 * k] : a[2 * k + 1], 1);
+        c[2 * k] = odd ? got : own;          // from the lane of even index
+        c[2 * k + 1] = odd ? own : got;
+    }
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {   // round 2: keep group q's pair from the other two lanes
+        const u32 own = high ? c[2 + s] : c[s];
+        const u32 got = shfl_xor_u32(high ? c[s] : c[2 + s], 2);
+        a[s] = high ? got : own;             // lanes 0, 1
+        a[2 + s] = high ? own : got;         // lanes 2, 3
     }
 }
 
@@ -634,17 +680,25 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int row = row0 + 8 * r;
-                if (row < n_q) {
-                    // dense: O (B, H, N_q, d), L (B, H, N_q); varlen: O (total_q, H, d), L (H, total_q)
-                    const size_t o_row = T::kVarlen ? (size_t(sq.q0) + row) * H + ti.h : bh * N_q + row;
-                    const size_t l_at = T::kVarlen ? size_t(ti.h) * total_q + sq.q0 + row : bh * N_q + row;
-                    u16* out = O + o_row * T::kHeadDim + 2 * (lane % 4);
+                // dense: O (B, H, N_q, d), L (B, H, N_q); varlen: O (total_q, H, d), L (H, total_q)
+                const size_t o_row = T::kVarlen ? (size_t(sq.q0) + row) * H + ti.h : bh * N_q + row;
+                const size_t l_at = T::kVarlen ? size_t(ti.h) * total_q + sq.q0 + row : bh * N_q + row;
+                // O's row in 16-byte stores: the quad trades its column pairs (quad_transpose) so that lane q
+                // writes whole 8-column groups 4j + q (every lane shuffles; rows past n_q store nothing)
+                u16* out = O + o_row * T::kHeadDim + 8 * (lane % 4);
 #pragma unroll
-                    for (int i = 0; i < T::kHeadDim / 8; ++i) {
-                        const u32 v =
-                            pack2<T::kBF16>(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
-                        *reinterpret_cast<u32*>(out + 8 * i) = v;
+                for (int j = 0; j < T::kHeadDim / 32; ++j) {
+                    u32 v[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        v[i] = pack2<T::kBF16>(o[4 * (4 * j + i) + 2 * r] * inv[r], o[4 * (4 * j + i) + 2 * r + 1] * inv[r]);
+                    quad_transpose(v, lane % 4);
+                    if (row < n_q) {
+                        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(out + 32 * j), "r"(v[0]),
+                                     "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
                     }
+                }
+                if (row < n_q) {
                     if (L != nullptr && (lane % 4) == 0)
                         L[l_at] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
                 }

@@ -134,29 +134,32 @@ template <int CPR> __device__ __forceinline__ int swizzle(int row, int chunk) {
     else return chunk;
 }
 
-// Copy a ROWS x (CPR*8) tile into a swizzled SMEM tile with THREADS threads.
-// Thread tid copies chunk c = tid % CPR of rows r0 + i*RSTEP (r0 = tid / CPR,
-// RSTEP = THREADS / CPR).  `src` is this thread's first source element
-// (tile + r0*stride + c*8), `step` = RSTEP*stride; rows >= rows_valid are
-// zero-filled (src-size 0) and read from `dummy`, a valid address; so are
-// chunks >= chunks_valid (a tail along the contiguous dimension).
-template <int ROWS, int CPR, int THREADS>
+// Copy a ROWS x (CPR*8) tile into a swizzled SMEM tile with THREADS threads, its rows STRIDE >= CPR chunks
+// apart (STRIDE > CPR: a row padded to whole swizzle groups, the padding never written nor read).
+// COLS >= CPR threads share a row (COLS dividing THREADS: CPR 12 and 24, head dims 96 and 192, take 16 and
+// 32, their last threads idle): thread tid copies chunk c = tid % COLS (if c < CPR) of rows r0 + i*RSTEP
+// (r0 = tid / COLS, RSTEP = THREADS / COLS).  `src` is this thread's first source element (tile +
+// r0*stride + c*8), `step` = RSTEP*stride; rows >= rows_valid are zero-filled (src-size 0) and read from
+// `dummy`, a valid address; so are chunks >= chunks_valid (a tail along the contiguous dimension).
+template <int ROWS, int CPR, int THREADS, int STRIDE = CPR, int COLS = CPR>
 struct TileLoader {
-    static_assert(THREADS % CPR == 0, "threads must cover whole rows");
-    static constexpr int RSTEP = THREADS / CPR;
+    static_assert(THREADS % COLS == 0 && COLS >= CPR, "threads must cover whole rows");
+    static_assert(STRIDE >= CPR && (STRIDE % 8 == 0 || STRIDE == CPR), "rows of whole swizzle groups");
+    static constexpr int RSTEP = THREADS / COLS;
     static constexpr int ITERS = (ROWS + RSTEP - 1) / RSTEP;
     int r0;          // first row of this thread
     u32 s_off;       // byte offset of (r0, c) inside a tile (swizzled)
     int c8;          // element offset of the chunk inside a row
     __device__ __forceinline__ TileLoader(int tid) {
-        r0 = tid / CPR;
-        const int c = tid % CPR;
+        r0 = tid / COLS;
+        const int c = tid % COLS;
         c8 = c * 8;
-        s_off = (u32)((r0 * CPR + swizzle<CPR>(r0, c)) * 16);
+        s_off = (u32)((r0 * STRIDE + swizzle<STRIDE>(r0, c)) * 16);
     }
     template <class T>
     __device__ __forceinline__ void load(u32 s_tile, const T* src, i64 step, int rows_valid,
                                          int chunks_valid, const void* dummy) const {
+        if (COLS > CPR && c8 >= CPR * 8) return;   // an idle column
         const bool c_ok = c8 < chunks_valid * 8;
 #pragma unroll
         for (int it = 0; it < ITERS; ++it) {
@@ -166,9 +169,9 @@ struct TileLoader {
                 u32 dst;
                 if constexpr (RSTEP % 8 == 0) {
                     // the swizzle only looks at r & 7, constant along this thread's rows
-                    dst = s_tile + s_off + (u32)(it * RSTEP * CPR * 16);
+                    dst = s_tile + s_off + (u32)(it * RSTEP * STRIDE * 16);
                 } else {
-                    dst = s_tile + (u32)((r * CPR + swizzle<CPR>(r, c8 / 8)) * 16);
+                    dst = s_tile + (u32)((r * STRIDE + swizzle<STRIDE>(r, c8 / 8)) * 16);
                 }
                 cp_async16(dst, ok ? (const void*)src : dummy, ok ? 16 : 0);
             }

@@ -74,7 +74,7 @@ def test_kernel_constraints_reject_with_reasons():
     assert families.get("matmul_sm80").config_type(64, 64, 48, 4, 2).problems()
 
 
-def test_chooser_picks_a_shipped_config_once_and_caches_it():
+def test_chooser_picks_a_shipped_config_once_and_caches_it(monkeypatch):
     shape = {**ATTENTION, "H_kv": 16, "N_k": 4096}
     best = choose(["flash_sm80", "flash_sm90"], "h100-sxm", shape)
     assert best.kernel in ("flash_sm80", "flash_sm90")
@@ -82,5 +82,7 @@ def test_chooser_picks_a_shipped_config_once_and_caches_it():
     assert choose(["flash_sm80", "flash_sm90"], "h100-sxm", shape) is best
     a100 = choose(["flash_sm80"], "a100-sxm-80gb", shape)
     assert a100.kernel == "flash_sm80" and a100.config.head_dim == 128
+    # a shape no shipped config fits (every family ships each head dim it takes: none offered here)
+    monkeypatch.setattr(type(families.get("flash_sm80")), "shipped_for", lambda self, shape: [])
     with pytest.raises(ModelError, match="ships no config"):
         choose(["flash_sm80"], "h100-sxm", {**shape, "d": 256})

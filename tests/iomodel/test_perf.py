@@ -129,7 +129,7 @@ def test_rank_configs_for_kernels_and_peers():
 
 
 def test_bad_shapes_raise_one_line_errors():
-    for bad, msg in ((dict(N_q=0), "N_q"), (dict(d=96), "head dim 96"), (dict(H=6, H_kv=4), "multiple"),
+    for bad, msg in ((dict(N_q=0), "N_q"), (dict(d=80), "head dim 80"), (dict(H=6, H_kv=4), "multiple"),
                      (dict(dtype="fp32"), "dtype")):
         with pytest.raises(ModelError, match=msg) as e:
             predict("flash_sm80", "h100-sxm", shape(**bad), FA2_D128)

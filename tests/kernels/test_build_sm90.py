@@ -16,6 +16,18 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not o
 H100_MAX_SMEM = 232448  # opt-in limit per block (227 KiB)
 
 
+def test_padded_rows_and_the_dynamic_schedules_head_dims():
+    import re
+
+    from kernels import flash_sm90
+
+    # d = 32 and 96 take rows of 64 and 128 values (whole 128-byte TMA boxes); 192 has no padding
+    assert [Sm90Config(128, 64, 2, d, 2).smem_bytes(2) - Sm90Config(128, 64, 2, r, 2).smem_bytes(2)
+            for d, r in ((32, 64), (96, 128), (192, 192))] == [0, 0, 0]
+    text = (codegen.CSRC / "flash_fwd_sm90.cuh").read_text()
+    assert int(re.search(r"#define SM90_DYN_MAX (\d+)", text).group(1)) == flash_sm90.DYNAMIC_MAX_HEAD_DIM
+
+
 def test_smem_formula_terms():
     c = Sm90Config(128, 128, 2, 128, 2)
     # 1024 slack + Q 128*128*2 + 2 stages * (K + V) 2*128*128*2 + 8 * (2 + 4*2) mbarriers
@@ -26,7 +38,7 @@ def test_smem_formula_terms():
         assert cfg.smem_bytes(2) <= H100_MAX_SMEM, cfg
 
 
-@pytest.mark.parametrize("kwargs", [dict(block_m=128, block_n=128, stages=2, head_dim=96),
+@pytest.mark.parametrize("kwargs", [dict(block_m=128, block_n=128, stages=2, head_dim=80),
                                     dict(block_m=100, block_n=128, stages=2, head_dim=64),
                                     dict(block_m=128, block_n=120, stages=2, head_dim=64),
                                     dict(block_m=128, block_n=128, stages=0, head_dim=64),

@@ -22,6 +22,25 @@ def _features(causal, local, mods) -> frozenset:
     return frozenset((("causal",) if causal else ()) + (("window",) if local else ()) + MODS[mods])
 
 
+def _ptxas(units: list[str], arch: str, tmp_path, stem: str) -> dict:
+    """ptxas's report of every kernel of the translation units, compiled two at a time (CI has two cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i_unit):
+        i, unit = i_unit
+        return reports.parse_ptxas(compile.run_nvcc(unit, arch, tmp_path, f"{stem}{i}", ("-Xptxas", "-v"))[1])
+
+    out: dict = {}
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        for rep in ex.map(one, enumerate(units)):
+            out.update(rep)
+    return out
+
+
+def _halves(items: list) -> list[list]:
+    return [items[: len(items) // 2], items[len(items) // 2:]]
+
+
 def _variants(configs):
     """(cfg, causal, local, mods) of every variant with a window or a modifier (the plain ones: the build
     tests of each kernel)."""
@@ -31,13 +50,13 @@ def _variants(configs):
 
 def test_mma_sync_variants_spill_exactly_where_not_offered(tmp_path):
     names = {}
-    lines = ['#include "flash_fwd_sm80.cuh"']
+    lines = []
     for cfg, causal, local, mods in _variants(family.SHIPPED):
         name = codegen.flash_sm80_kernel(cfg, "bf16", causal, False, local, mods)
         names[(cfg, causal, local, mods)] = name
         lines.append(f"template __global__ void {name}({codegen._FLASH_PARAMS.format(T='iom::bf16')});")
-    _cubin, log = compile.run_nvcc("\n".join(lines) + "\n", "sm_80", tmp_path, "variants", ("-Xptxas", "-v"))
-    ptxas = reports.parse_ptxas(log)
+    units = ['#include "flash_fwd_sm80.cuh"\n' + "\n".join(half) + "\n" for half in _halves(lines)]
+    ptxas = _ptxas(units, "sm_80", tmp_path, "variants")
     assert len(ptxas) == len(names)
 
     def mangled(cfg, causal, local, mods):   # the template numbers of a variant in its mangled name
@@ -51,9 +70,8 @@ def test_mma_sync_variants_spill_exactly_where_not_offered(tmp_path):
 
 def test_wgmma_variants_spill_exactly_where_not_offered(tmp_path):
     variants = _variants(family90.SHIPPED)
-    unit = codegen.sm90_unit([(cfg, "bf16", c, False, w, m) for cfg, c, w, m in variants])
-    _cubin, log = compile.run_nvcc(unit, "sm_90a", tmp_path, "variants90", ("-Xptxas", "-v"))
-    ptxas = reports.parse_ptxas(log)
+    units = [codegen.sm90_unit([(cfg, "bf16", c, False, w, m) for cfg, c, w, m in half]) for half in _halves(variants)]
+    ptxas = _ptxas(units, "sm_90a", tmp_path, "variants90")
     assert len(ptxas) == len(variants)
     spilled = set()
     for cfg, c, w, m in variants:

@@ -21,7 +21,8 @@ BACKENDS = ["sm80"] + (["sm90"] if torch.cuda.get_device_capability()[0] == 9 el
 
 def _reference(q, k, v, softcap=0.0, slopes=None, left=-1, right=-1, scale=None):
     """(O, LSE) in float32 of q (B, H, N_q, d) over k, v (B, H_kv, N_k, d): logits scale q.k, capped
-    (cap tanh(x / cap)), minus slope * |i + N_k - N_q - j|, masked to the band."""
+    (cap tanh(x / cap)), minus slope * |i + N_k - N_q - j|, masked to the band.  Written here apart from
+    validation.reference (which the other tests use), so that each checks the other."""
     B, H, n_q, d = q.shape
     n_k, g = k.shape[2], H // k.shape[1]
     kf, vf = (x.float().repeat_interleave(g, dim=1) for x in (k, v))
@@ -44,55 +45,38 @@ def _reference(q, k, v, softcap=0.0, slopes=None, left=-1, right=-1, scale=None)
     return torch.matmul(p, vf), lse
 
 
-def _qkv(B, H, H_kv, n_q, n_k, d, dtype=torch.bfloat16, seed=0, gain=1.0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    make = lambda h, n: (gain * torch.randn((B, h, n, d), generator=g, device="cuda")).to(dtype)   # noqa: E731
-    return make(H, n_q), make(H_kv, n_k), make(H_kv, n_k)
-
-
 def _slopes(B, H, per_batch, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     shape = (B, H) if per_batch else (H,)
     return 0.01 + 0.5 * torch.rand(shape, generator=g, device="cuda")
 
 
-def _check(out, lse, ref, ref_lse, dtype):
-    seen = torch.isfinite(ref_lse)
-    err = ((out.float() - torch.where(seen[..., None], ref, 0.0)).abs().max() / ref.abs().max()).item()
-    assert err < TOL[dtype]
-    assert torch.equal(torch.isfinite(lse), seen)
-    assert (lse[seen] - ref_lse[seen]).abs().max().item() < 2e-2
-    assert (out[~seen] == 0).all()
-
-
 @pytest.mark.parametrize("mods", ["softcap", "alibi", "both"])
 @pytest.mark.parametrize("causal, window", [(False, (-1, -1)), (True, (-1, -1)), (True, (200, 0)), (False, (37, 5))])
 @pytest.mark.parametrize("n_q, n_k", [(777, 777), (300, 1000), (1000, 300)])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_mods_match_the_reference(mods, causal, window, n_q, n_k, backend):
+def test_mods_match_the_reference(mods, causal, window, n_q, n_k, backend, random_qkv, check_attention):
     B, H = 2, 4
-    q, k, v = _qkv(B, H, 2, n_q, n_k, 128, seed=n_q + 3 * n_k)
+    q, k, v = random_qkv(B, H, 2, n_q, n_k, 128, seed=n_q + 3 * n_k)
     cap = 20.0 if mods in ("softcap", "both") else 0.0
     slopes = _slopes(B, H, n_q % 2 == 0, n_q) if mods in ("alibi", "both") else None
     out, lse = kernels.flash_attention(q, k, v, causal=causal, window_size=window, softcap=cap, alibi_slopes=slopes,
                                        return_lse=True, backend=backend)
-    ref, ref_lse = _reference(q, k, v, cap, slopes, window[0], 0 if causal else window[1])
-    _check(out, lse, ref, ref_lse, q.dtype)
+    check_attention(out, lse, q, k, v, causal, TOL[q.dtype], window_size=window, softcap=cap, alibi_slopes=slopes)
 
 
 @pytest.mark.parametrize("d, dtype", [(64, torch.float16), (128, torch.float16), (64, torch.bfloat16)])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_large_scores_under_a_small_cap_and_other_head_dims(d, dtype, backend):
-    q, k, v = _qkv(1, 8, 8, 1531, 1531, d, dtype, seed=d, gain=4.0)   # logits of tens: the cap saturates
+def test_large_scores_under_a_small_cap_and_other_head_dims(d, dtype, backend, random_qkv, check_attention):
+    q, k, v = random_qkv(1, 8, 8, 1531, 1531, d, dtype, seed=d, gain=4.0)   # logits of tens: the cap saturates
     slopes = _slopes(1, 8, False, d)
     for cap, sl in ((5.0, None), (5.0, slopes), (0.0, slopes)):
         out, lse = kernels.flash_attention(q, k, v, causal=True, softcap=cap, alibi_slopes=sl, return_lse=True,
                                            backend=backend)
-        ref, ref_lse = _reference(q, k, v, cap, sl, -1, 0)
-        _check(out, lse, ref, ref_lse, dtype)
+        check_attention(out, lse, q, k, v, True, TOL[dtype], softcap=cap, alibi_slopes=sl)
 
 
-def test_flash_attn_func_takes_softcap_and_alibi():
+def test_flash_attn_func_takes_softcap_and_alibi(check_attention):
     g = torch.Generator(device="cuda").manual_seed(11)
     q = torch.randn((2, 513, 8, 128), generator=g, device="cuda").bfloat16()        # (B, N, H, d)
     k = torch.randn((2, 700, 2, 128), generator=g, device="cuda").bfloat16()
@@ -102,11 +86,13 @@ def test_flash_attn_func_takes_softcap_and_alibi():
                                        return_lse=True)
     ref, ref_lse = _reference(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), 15.0, slopes, -1, 0, 0.1)
     assert out.shape == q.shape and lse.shape == (2, 8, 513)
-    _check(out.transpose(1, 2), lse, ref, ref_lse, q.dtype)
+    seen = torch.isfinite(ref_lse)
+    assert ((out.transpose(1, 2).float() - ref).abs().max() / ref.abs().max()).item() < TOL[q.dtype]
+    assert (lse[seen] - ref_lse[seen]).abs().max().item() < 2e-2
 
 
-def test_bad_slopes_and_a_backward_are_one_line():
-    q, k, v = _qkv(2, 4, 4, 64, 64, 64)
+def test_bad_slopes_and_a_backward_are_one_line(random_qkv):
+    q, k, v = random_qkv(2, 4, 4, 64, 64, 64)
     good = _slopes(2, 4, False, 0)
     for bad, err, msg in ((good.half(), TypeError, "alibi_slopes must be float32"),
                           (good[:3], ValueError, r"alibi_slopes must have shape \(4,\) or \(2, 4\)"),
@@ -131,3 +117,19 @@ def test_compute_sanitizer_is_clean(tool, sanitized):
 
     out = sanitized(tool, "validation.sanitize_forward")
     assert f"calls {calls(torch.cuda.get_device_capability())}" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("family", ["flash_sm80"] + (["flash_sm90"] if "sm90" in BACKENDS else []))
+def test_kernels_run_and_the_harness_reference_take_the_features(family, random_qkv):
+    from validation.reference import attention_reference
+
+    q, k, v = random_qkv(2, 4, 2, 333, 517, 64, seed=9)
+    slopes = _slopes(2, 4, True, 9)
+    feats = {"window_size": (50, 0), "softcap": 8.0, "alibi_slopes": slopes}
+    out = kernels.run(family, q, k, v, causal=True, **feats)
+    ref, ref_lse = attention_reference(q, k, v, True, **feats)
+    mine, mine_lse = _reference(q, k, v, 8.0, slopes, 50, 0)
+    assert torch.allclose(ref, torch.where(torch.isfinite(mine_lse)[..., None], mine, 0.0), atol=1e-4)
+    assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < TOL[q.dtype]
+    with pytest.raises(ValueError, match="unfused kernel has no window"):
+        kernels.run("unfused", q, k, v, causal=True, softcap=8.0)

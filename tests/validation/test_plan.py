@@ -88,3 +88,29 @@ def test_predictor_predict_and_peer_summaries(spec):
     assert p.peer("sdpa_cudnn", shape) == (None, None)
     pred, err = p.predict("nope", shape, {})
     assert pred is None and "nope" in err
+
+
+def test_feature_shapes_parse_label_and_have_no_peer_rows(spec, fake_api):
+    import argparse
+
+    import pytest
+
+    from iomodel.results import shape_label
+    from validation.__main__ import _parse_shape
+    from validation.features import has_features
+
+    win = _parse_shape("32768:128:causal:w4096")
+    assert win["window_left"] == 4096 and win["window_right"] == 0 and has_features(win)
+    assert shape_label(win) == "d128 N32768 B1H16 causal w4096,0"
+    mods = _parse_shape("4096:96:softcap30:alibi")
+    assert mods["softcap"] == 30.0 and mods["alibi"] is True and mods["d"] == 96
+    assert shape_label(mods).endswith(" softcap30 alibi")
+    assert _parse_shape("4096:64:w37,5")["window_right"] == 5 and not has_features(make_shape(4096, 64, True))
+    for bad in ("4096:64:wx", "4096:64:softcap-1", "4096:64:sliding"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _parse_shape(bad)
+    fams = {"flash_sm80": KernelFamily("flash_sm80", [dict(block_m=128, block_n=64, warps=4, stages=2, head_dim=128)],
+                                       run=lambda *a: None)}
+    plan = build_plan([win, make_shape(4096, 128, True)], fams, Predictor(spec, None, api=fake_api))
+    assert [r.kernel for r in plan if r.shape is win or r.shape == win] == ["flash_sm80"]
+    assert sum(r.is_peer for r in plan) == 3   # the plain shape's peers only

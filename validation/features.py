@@ -1,0 +1,46 @@
+"""A forward shape's features beyond (B, H, N, d, causal): a sliding window and FlashAttention's score
+modifiers, as the model's shape fields (``window_left``, ``window_right``, ``softcap``, ``alibi``,
+``iomodel.problems``; labelled by ``iomodel.results.shape_label``) and as the kernels' and the reference's
+arguments.
+
+A shape with features has rows of our kernels only (SDPA's backends take none of them); its ALiBi slopes
+are the standard geometric ones, 2^(-8 (h + 1) / H), made once per (H, device).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["FIELDS", "has_features", "feature_args", "alibi_slopes", "window_size"]
+
+FIELDS = ("window_left", "window_right", "softcap", "alibi")
+
+
+def has_features(shape: Mapping[str, Any]) -> bool:
+    """Whether the shape has a window, a softcap or ALiBi."""
+    return (shape.get("window_left", -1) >= 0 or shape.get("window_right", -1) >= 0
+            or shape.get("softcap", 0) > 0 or bool(shape.get("alibi")))
+
+
+def window_size(shape: Mapping[str, Any]) -> tuple[int, int]:
+    """FlashAttention's window_size of the shape ((-1, -1) without one)."""
+    return int(shape.get("window_left", -1)), int(shape.get("window_right", -1))
+
+
+_SLOPES: dict = {}
+
+
+def alibi_slopes(torch, H: int, device) -> Any:
+    """The standard ALiBi slopes of H heads, float32 on `device` (made once)."""
+    key = (H, str(device))
+    if key not in _SLOPES:
+        _SLOPES[key] = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], dtype=torch.float32,
+                                    device=device)
+    return _SLOPES[key]
+
+
+def feature_args(torch, shape: Mapping[str, Any], device) -> dict:
+    """Keyword arguments of ``kernels.run`` and of the reference for the shape's features ({} without)."""
+    if not has_features(shape):
+        return {}
+    return {"window_size": window_size(shape), "softcap": float(shape.get("softcap", 0.0)),
+            "alibi_slopes": alibi_slopes(torch, shape["H"], device) if shape.get("alibi") else None}
