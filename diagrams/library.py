@@ -211,22 +211,20 @@ def score_mods(d: Diagram, mods, scores: str = "S") -> Diagram:
     if producer is None:
         raise DiagramError(f"score_mods: {d.name} computes no scores array {scores!r}")
     raw = d.arrays()[scores]
-    ops, cur = [], raw
+    cur = dataclasses.replace(raw, name=f"{scores}_raw")   # what the producer writes now
+    renamed = dataclasses.replace(producer, output=cur)
+    ops = []
     for i, mod in enumerate(m for m in SCORE_MODS if m in mods):
-        last = i == len(mods) - 1
-        out = Array(scores if last else f"{scores}_{mod}", raw.axes, raw.dtype)
-        src = dataclasses.replace(cur, name=f"{scores}_raw") if cur is raw else cur
+        out = Array(scores if i == len(mods) - 1 else f"{scores}_{mod}", raw.axes, raw.dtype)
         if mod == "softcap":
-            ops.append(Map("softcap", (src,), out, costs=SOFTCAP_COSTS, formula="cap * tanh(s / cap)",
+            ops.append(Map("softcap", (cur,), out, costs=SOFTCAP_COSTS, formula="cap * tanh(s / cap)",
                            in_place=True, **TANH))
         else:
             heads = tuple(a for a in raw.axes if a.name in ("h", "hk", "g"))
             slopes = Array("alibi_slopes", heads, "fp32")
-            ops.append(Map("alibi", (src, slopes), out, costs=ALIBI_COSTS,
+            ops.append(Map("alibi", (cur, slopes), out, costs=ALIBI_COSTS,
                            formula="s - slope[h] * |n + M - N - m|", in_place=True))
         cur = out
-    first_in = f"{scores}_raw"
-    renamed = dataclasses.replace(producer, output=dataclasses.replace(raw, name=first_in))
     new_ops = []
     for op in d.ops:
         new_ops.append(renamed if op is producer else op)

@@ -77,10 +77,8 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
     band = win if win.local else None
     family, config = dispatch.flash_family(q, k, v, causal, config, backend, band, mods)
-    run = dispatch.runner(family).attention
-    if mods is None:
-        return run(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse, window=band)
-    return run(q, k, v, causal=causal, config=config, scale=scale, return_lse=return_lse, window=band, mods=mods)
+    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
+                                             return_lse=return_lse, window=band, mods=mods)
 
 
 def _score_mods(q, k, v, softcap, alibi_slopes):

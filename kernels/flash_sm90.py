@@ -10,6 +10,7 @@ import functools
 
 from . import codegen, compile, driver, runtime
 from .dispatch import prepare
+from .score_mods import NO_MODS
 
 __all__ = ["FAMILY", "ARCH", "attention", "launch", "module", "heads_per_section", "PERSISTENT", "DEFAULT_DEFINES"]
 
@@ -143,8 +144,8 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
     sequences), O and LSE in the layout the variant writes; `mods` a ``kernels.score_mods.ScoreMods`` or None."""
     B, H, N_q = s["B"], s["H"], s["N_q"]
     defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
-    bits = mods.bits if mods is not None else 0
-    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None, bits)
+    mods = mods if mods is not None else NO_MODS
+    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None, mods.bits)
     props = driver.device_props(dev)
     num_tiles = -(-N_q // cfg.block_m) * H * B
     persistent = PERSISTENT if _persistent is None else bool(_persistent)
@@ -158,11 +159,11 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
     cu_q, cu_k, total_q = varlen if varlen is not None else (None, None, 0)
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
             i32(s["H_kv"]), i32(N_q), i32(s["N_k"]),
-            ctypes.c_float((mods.softmax_scale(scale) if bits else scale) * runtime.LOG2E),
+            ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
             i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter),
             driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
     if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
         args += [i32(x) for x in window.kernel_args()]
-    if bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
+    if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
         args += mods.kernel_args(scale)
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem, stream)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["FIELDS", "has_features", "feature_args", "alibi_slopes", "window_size"]
+from iomodel.problems import is_windowed, score_mods_of
 
-FIELDS = ("window_left", "window_right", "softcap", "alibi")
+__all__ = ["has_features", "feature_args", "alibi_slopes", "window_size"]
 
 
 def has_features(shape: Mapping[str, Any]) -> bool:
-    """Whether the shape has a window, a softcap or ALiBi."""
-    return (shape.get("window_left", -1) >= 0 or shape.get("window_right", -1) >= 0
-            or shape.get("softcap", 0) > 0 or bool(shape.get("alibi")))
+    """Whether the shape has a window (beyond plain causal attention), a softcap or ALiBi."""
+    return is_windowed(shape) or bool(score_mods_of(shape))
 
 
 def window_size(shape: Mapping[str, Any]) -> tuple[int, int]:

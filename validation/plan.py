@@ -32,7 +32,8 @@ HIDDEN = 2048           # H * d
 def make_shape(N: int, d: int, causal: bool, dtype: str = "bf16", tokens: int = TOKENS,
                hidden: int = HIDDEN, **features) -> dict[str, Any]:
     """An attention shape of ``tokens`` = B*N tokens and ``hidden`` = H*d model width; `features`: a
-    window and score modifiers (``validation.features.FIELDS``)."""
+    window and score modifiers (the model's shape fields: ``window_left``, ``window_right``, ``softcap``,
+    ``alibi``)."""
     B = max(1, tokens // N)
     H = max(1, hidden // d)
     return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": bool(causal), "dtype": dtype,

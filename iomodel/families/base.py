@@ -18,6 +18,23 @@ from ..plan import ExecutionPlan
 from ..problems import DTYPES
 
 
+#: Elements of an attention kernel's SMEM row of Q, K or V: whole 128-byte swizzle groups of 16-bit values
+#: (the mma.sync kernel's XOR swizzle spans 8 chunks of 16 bytes; the wgmma kernel's tiles are 64-column
+#: TMA boxes), so head dims 32 and 96 take rows of 64 and 128
+SMEM_ROW = 64
+
+
+def smem_row(head_dim: int) -> int:
+    """Elements of a Q, K or V row in SMEM: the head dim rounded up to SMEM_ROW."""
+    return -(-head_dim // SMEM_ROW) * SMEM_ROW
+
+
+def spilling(cfg, *features: str) -> tuple:
+    """Rows of a family's ``spilling_variants``: (cfg, the frozenset of one variant's space-separated
+    features) for each of `features` (``"causal window softcap"``)."""
+    return tuple((cfg, frozenset(f.split())) for f in features)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """Base of the families' configs: frozen dataclasses of integers (the kernel's template parameters)."""

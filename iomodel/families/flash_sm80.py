@@ -10,16 +10,10 @@ from dataclasses import dataclass
 
 from ..limits import GRID_YZ_MAX
 from ..styles import MMA_SYNC
-from .base import Family, TileConfig
+from .base import SMEM_ROW, Family, TileConfig, smem_row, spilling
 
 MMA_M, MMA_K = 16, 16   # mma.sync m16n8k16: rows per warp and the k of P.V come in these steps
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
-SMEM_ROW = 64   # SMEM rows hold whole XOR-swizzle groups (8 chunks of 8 values): d = 32 and 96 are padded
-
-
-def smem_row(head_dim: int) -> int:
-    """Elements of a Q, K or V row in SMEM: the head dim rounded up to SMEM_ROW."""
-    return -(-head_dim // SMEM_ROW) * SMEM_ROW
 
 
 @dataclass(frozen=True)
@@ -103,22 +97,18 @@ def _diagram(causal: bool, gqa: bool):
                                    smem_row_align=SMEM_ROW, **kw)
 
 
-def _variants(cfg: FlashConfig, *features: str) -> tuple:
-    return tuple((cfg, frozenset(f.split())) for f in features)
-
-
 #: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
 #: offered: the configs at 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at
 #: d = 64, the 32 x 128 output at d = 128; 64 rows a warp at d = 32) have no room for a window's bounds or a
 #: softcap's tanh.
 SPILLING = (
-    _variants(FlashConfig(128, 128, 4, 1, 64), "softcap", "window softcap", "window alibi", "causal softcap",
-              "causal window softcap", "causal window alibi")
-    + _variants(FlashConfig(128, 128, 4, 2, 64), "window", "causal window", "causal softcap")
-    + _variants(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
-                "causal window softcap alibi")
-    + _variants(FlashConfig(256, 64, 4, 3, 32), "softcap", "window softcap", "window alibi", "window softcap alibi",
-                "causal softcap", "causal window softcap", "causal window alibi", "causal window softcap alibi")
+    spilling(FlashConfig(128, 128, 4, 1, 64), "softcap", "window softcap", "window alibi", "causal softcap",
+             "causal window softcap", "causal window alibi")
+    + spilling(FlashConfig(128, 128, 4, 2, 64), "window", "causal window", "causal softcap")
+    + spilling(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
+               "causal window softcap alibi")
+    + spilling(FlashConfig(256, 64, 4, 3, 32), "softcap", "window softcap", "window alibi", "window softcap alibi",
+               "causal softcap", "causal window softcap", "causal window alibi", "causal window softcap alibi")
 )
 
 

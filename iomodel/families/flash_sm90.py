@@ -10,16 +10,10 @@ from dataclasses import dataclass
 
 from ..limits import INDEX_LIMIT, blocks
 from ..styles import WGMMA
-from .base import Family, TileConfig
+from .base import SMEM_ROW, Family, TileConfig, smem_row, spilling
 
 WGMMA_M = 64                 # rows of one wgmma: each consumer warpgroup owns one row block
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
-SMEM_ROW = 64   # tiles are 64-column blocks (128-byte TMA swizzle boxes): d = 32 and 96 fill their last one partly
-
-
-def smem_row(head_dim: int) -> int:
-    """Elements of a Q, K or V row in SMEM: the head dim rounded up to SMEM_ROW (TMA fills the rest with 0)."""
-    return -(-head_dim // SMEM_ROW) * SMEM_ROW
 ALIGN_SLACK_BYTES = 1024     # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
 MBARRIER_BYTES = 8
 
@@ -114,36 +108,32 @@ SHIPPED: tuple[Sm90Config, ...] = (
 )
 
 
-def _variants(cfg: Sm90Config, *features: str) -> tuple:
-    return tuple((cfg, frozenset(f.split())) for f in features)
-
-
 #: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
 #: offered: the configs at the register limit (two consumer warpgroups at 168 registers by ptxas's count,
 #: three at 128) have no room for a window's bounds together with a softcap's or ALiBi's values (the
 #: lists below are ptxas's, variant by variant).
 SPILLING = (
-    _variants(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
-    + _variants(Sm90Config(128, 80, 2, 256, 2), "causal window alibi", "causal window softcap alibi", "causal alibi",
-                "causal softcap alibi", "window alibi", "window softcap alibi", "alibi", "softcap alibi")
-    + _variants(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "causal window softcap alibi",
-                "window alibi", "window softcap alibi")
-    + _variants(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi",
-                "causal window softcap alibi", "window alibi", "window softcap alibi")
-    + _variants(Sm90Config(128, 176, 2, 96, 2), "causal window softcap alibi")
-    + _variants(Sm90Config(128, 192, 2, 64, 2), "causal window softcap alibi")
-    + _variants(Sm90Config(128, 192, 2, 96, 2), "causal window alibi", "causal window softcap alibi")
-    + _variants(Sm90Config(128, 256, 2, 32, 2), "causal window", "causal window softcap", "causal window alibi",
-                "causal window softcap alibi", "causal alibi", "causal softcap alibi", "window softcap alibi",
-                "softcap", "softcap alibi")
-    + _variants(Sm90Config(192, 96, 2, 96, 3), "causal window alibi", "softcap alibi")
-    + _variants(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
-                "causal window softcap alibi")
-    + _variants(Sm90Config(192, 112, 3, 96, 3), "causal window", "causal window softcap", "causal window alibi",
-                "causal window softcap alibi")
-    + _variants(Sm90Config(192, 128, 3, 32, 3), "window softcap alibi", "softcap alibi")
-    + _variants(Sm90Config(192, 144, 4, 32, 3), "causal window", "causal window softcap", "causal window alibi",
-                "causal window softcap alibi")
+    spilling(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
+    + spilling(Sm90Config(128, 80, 2, 256, 2), "causal window alibi", "causal window softcap alibi", "causal alibi",
+               "causal softcap alibi", "window alibi", "window softcap alibi", "alibi", "softcap alibi")
+    + spilling(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "causal window softcap alibi",
+               "window alibi", "window softcap alibi")
+    + spilling(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi",
+               "causal window softcap alibi", "window alibi", "window softcap alibi")
+    + spilling(Sm90Config(128, 176, 2, 96, 2), "causal window softcap alibi")
+    + spilling(Sm90Config(128, 192, 2, 64, 2), "causal window softcap alibi")
+    + spilling(Sm90Config(128, 192, 2, 96, 2), "causal window alibi", "causal window softcap alibi")
+    + spilling(Sm90Config(128, 256, 2, 32, 2), "causal window", "causal window softcap", "causal window alibi",
+               "causal window softcap alibi", "causal alibi", "causal softcap alibi", "window softcap alibi",
+               "softcap", "softcap alibi")
+    + spilling(Sm90Config(192, 96, 2, 96, 3), "causal window alibi", "softcap alibi")
+    + spilling(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
+               "causal window softcap alibi")
+    + spilling(Sm90Config(192, 112, 3, 96, 3), "causal window", "causal window softcap", "causal window alibi",
+               "causal window softcap alibi")
+    + spilling(Sm90Config(192, 128, 3, 32, 3), "window softcap alibi", "softcap alibi")
+    + spilling(Sm90Config(192, 144, 4, 32, 3), "causal window", "causal window softcap", "causal window alibi",
+               "causal window softcap alibi")
 )
 
 

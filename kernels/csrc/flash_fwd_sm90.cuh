@@ -146,9 +146,7 @@ __device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             float x = s[4 * i + e];
-            if constexpr ((T::kMods & 1) != 0) {
-                asm("tanh.approx.f32 %0, %1;" : "=f"(x) : "f"(x * cap_mul));
-            }
+            if constexpr ((T::kMods & 1) != 0) x = tanh_approx(x * cap_mul);
             if constexpr ((T::kMods & 2) != 0)
                 x = __fmaf_rn(-slope, fabsf(dist0 + float(8 * (e >> 1) - 8 * i - (e & 1))), x);
             s[4 * i + e] = x;
