@@ -29,6 +29,20 @@ HEADER = "flash_bwd_sm90.cuh"
 DEFAULT_DEFINES: tuple[str, ...] = ()
 
 
+def groups_per_section(shape: dict, block_n: int, sms: int) -> int:
+    """(KV head, batch) groups of a causal scheduling section (unit_of in the kernel): about one wave of
+    CTAs, the SMs over a group's key tiles rounded, so that the CTAs running together stream the Q, dO and
+    dQ rows of a few groups (read and added through the L2 once for all of them) while inside a section
+    the key tiles go longest first.  Measured on the H100 (validation/results/profile-bwd-sm90-h100-
+    2026-11-24/sections-ab.json): 2 to 7% faster than one group a section at N = 2048 to 8192, and all
+    groups in one section (every CTA streaming its own group's rows) 25 to 41% slower.  1 without a mask:
+    every unit costs the same, and one group's key tiles after another's already share its rows."""
+    if not shape["causal"]:
+        return 1
+    num_n = -(-shape["N_k"] // block_n)
+    return max(1, min(shape["B"] * shape["H_kv"], round(sms / num_n)))
+
+
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
@@ -51,10 +65,10 @@ def _instance(cfg, dtype: str, causal: bool, deterministic: bool) -> str:
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO, const float* lse2,\n"
-        f"    const float* delta, float* dq_acc, u16* dk, u16* dv, int* sem, int H, int H_kv, int N_q, int N_k,\n"
-        f"    int n_qp, float scale_log2, float scale) {{\n"
-        f"  sm90::flash_bwd_sm90<T_{name}>(tmQ, tmK, tmV, tmdO, lse2, delta, dq_acc, dk, dv, sem, H, H_kv, N_q,\n"
-        f"                                N_k, n_qp, scale_log2, scale);\n"
+        f"    const float* delta, float* dq_acc, u16* dk, u16* dv, int* sem, int B, int H, int H_kv, int N_q,\n"
+        f"    int N_k, int n_qp, int sec, float scale_log2, float scale) {{\n"
+        f"  sm90::flash_bwd_sm90<T_{name}>(tmQ, tmK, tmV, tmdO, lse2, delta, dq_acc, dk, dv, sem, B, H, H_kv, N_q,\n"
+        f"                                N_k, n_qp, sec, scale_log2, scale);\n"
         f"}}\n"
     )
 
@@ -101,7 +115,7 @@ def _tensor_maps(index: int, dtype: str, cfg, q, k, v, dout) -> list:
 
 
 def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False,
-             _trace=None):
+             _trace=None, _defines: tuple[str, ...] | None = None, _sections: int | None = None):
     """dQ, dK, dV of softmax(scale q k^T [+ causal mask]) v given dO = `dout`, on an sm_90 GPU.
 
     Arguments and results as ``kernels.flash_bwd_sm80.backward``: q (B, H, N_q, d), k and v (B, H_kv, N_k,
@@ -109,7 +123,8 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     and dtype (copied when its rows are not 16-byte aligned).  config: a FlashBwdSm90Config (or a dict of
     its fields); None asks the model.  deterministic: the dQ adds of each query tile in key-tile order.
     Returns dq like q, dk and dv like k and v (contiguous).  ``_trace``: a profiling buffer for the
-    IOM_BWD90_TRACE switch (DEFAULT_DEFINES), passed in the semaphores' place."""
+    IOM_BWD90_TRACE or IOM_BWD90_CTA_TIMES switch (in ``_defines``), passed in the semaphores' place;
+    ``_sections``: the (KV head, batch) groups of a scheduling section (groups_per_section by default)."""
     import torch
 
     call = prepare(DETERMINISTIC if deterministic else FAMILY, q, k, v, causal, config, scale)
@@ -120,14 +135,18 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     sem = (torch.zeros((B, H, ws.n_qp // cfg.block_m), dtype=torch.int32, device=q.device) if deterministic
            else _trace)
     dot, main, convert = _kernels(dev, cfg, s["dtype"], s["causal"], bool(deterministic), call.smem,
-                                  tuple(DEFAULT_DEFINES))
+                                  tuple(DEFAULT_DEFINES if _defines is None else _defines))
     i32, f32, ptr = ctypes.c_int, ctypes.c_float, driver.ptr
 
     bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
     maps = _tensor_maps(dev, s["dtype"], cfg, q, k, v, dout)
-    driver.launch(main, (math.ceil(N_k / cfg.block_n), H_kv, B), (cfg.threads, 1, 1),
-                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), i32(H),
-                   i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), f32(call.scale * runtime.LOG2E), f32(call.scale)],
+    groups = B * H_kv
+    sec = (groups_per_section(s, cfg.block_n, driver.device_props(dev).multi_processor_count) if _sections is None
+           else max(1, min(int(_sections), groups)))
+    driver.launch(main, (math.ceil(N_k / cfg.block_n) * groups, 1, 1), (cfg.threads, 1, 1),
+                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), i32(B),
+                   i32(H), i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), i32(sec), f32(call.scale * runtime.LOG2E),
+                   f32(call.scale)],
                   call.smem)
     bwd_rows.launch_convert(convert, ws, s, call.scale)
     return ws.dq, ws.dk, ws.dv

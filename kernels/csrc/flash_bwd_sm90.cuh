@@ -148,12 +148,26 @@ __device__ __forceinline__ void ld_shared_v2(u32 addr, float& a, float& b) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
 }
 
-// The key tile a CTA owns.  The deterministic mode launches them from the last down: a CTA's dQ adds wait
-// for those of the later key tiles (write_dq), which must then have been launched already, or CTAs that
-// hold every SM could wait on CTAs that never start (CTAs start in launch order).
+// The work unit of a CTA: key tile n of the (KV head, batch) group g.  The grid is 1-D and CTAs start in
+// launch order, so the order of the units is the schedule.  The groups are taken in sections of `sec`;
+// inside a section the units go key tile by key tile across its groups.  Causal: key tile 0 sees every
+// query tile and the last the fewest, so the longest units start first and the short ones fill the tail
+// (with sec = 1, one group's units after another's, a late group's long units end after the others).
+// The section keeps the Q, dO and dQ rows the CTAs running together stream few enough to stay in L2.
+// Deterministic mode: the key tiles from the last down, as a CTA's dQ adds wait for those of the later
+// key tiles (write_dq), which must then have been launched already, or CTAs that hold every SM could wait
+// on CTAs that never start.
+struct BwdUnit {
+    int n, h_kv, b;
+};
 template <class T>
-__device__ __forceinline__ int key_tile() {
-    return T::kDeterministic ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+__host__ __device__ __forceinline__ BwdUnit unit_of(int id, int num_n, int H_kv, int groups, int sec) {
+    const int base = (id / (sec * num_n)) * sec;                   // first group of id's section
+    const int width = groups - base < sec ? groups - base : sec;    // groups in that section
+    const int r = id - base * num_n;
+    const int step = r / width;
+    const int g = base + (r - step * width);
+    return {T::kDeterministic ? num_n - 1 - step : step, g % H_kv, g / H_kv};
 }
 
 // The first query tile that sees any key of key tile n (bottom-right causal); 0 without masking.
@@ -168,10 +182,10 @@ __device__ __forceinline__ int first_m_block(int n0, int offset) {
 template <class T>
 __device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, const TmaDesc& tmV,
                                         const TmaDesc& tmdO, const float* lse2, const float* delta, u32 smem0,
-                                        int H, int group, int n_qp, int m_first, int num_m) {
+                                        BwdUnit u, int H, int group, int n_qp, int m_first, int num_m) {
     const u32 sBar = smem0 + T::kOffBar;
     constexpr int S = T::kStages;
-    const int n_block = key_tile<T>(), h_kv = blockIdx.y, b = blockIdx.z;
+    const int n_block = u.n, h_kv = u.h_kv, b = u.b;
     tma_prefetch_desc(&tmQ);
     tma_prefetch_desc(&tmdO);
     mbar_arrive_expect_tx(sBar, 2 * T::kBytesKV);
@@ -182,8 +196,7 @@ __device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, 
     }
     int stage = 0;
     u32 phase = 0;
-    for (int hi = 0; hi < group; ++hi) {
-        const int h = h_kv * group + hi;
+    for (int h = h_kv * group, h_end = h + group; h < h_end; ++h) {
         const size_t row0 = (size_t(b) * H + h) * n_qp;
         for (int m = m_first; m < num_m; ++m) {
             const u32 fullQ = sBar + 8u * (1 + stage), emptyQ = sBar + 8u * (1 + S + stage);
@@ -279,18 +292,27 @@ __device__ __forceinline__ void store_ds(u32 sDS, const u32 (&ds)[T::kBlockM / 4
     }
 }
 
-// dK (times scale) or dV rows < N_k of this thread, from its accumulators, to global memory.
+// dK (times scale) or dV rows < N_k of this thread, from its accumulators, to global memory in 16-byte
+// stores: the quad trades its column pairs (quad_transpose) so that lane q writes whole 8-column groups
+// 4j + q (4-byte stores of the pairs as they lie took about 6 us a CTA at d = 128: 32768 store
+// instructions; every lane shuffles, rows past N_k store nothing).
 template <class T>
 __device__ __forceinline__ void store_rows(u16* out, const float (&acc)[T::kHeadDim / 2], int key, int lane,
                                            int N_k, float mul) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int k = key + 8 * r;
-        if (k < N_k) {
-            u16* dst = out + size_t(k) * T::kHeadDim + 2 * (lane & 3);
+        u16* dst = out + size_t(k) * T::kHeadDim + 8 * (lane & 3);
 #pragma unroll
-            for (int i = 0; i < T::kHeadDim / 8; ++i)
-                *reinterpret_cast<u32*>(dst + 8 * i) = pack2<T::kBF16>(acc[4 * i + 2 * r] * mul, acc[4 * i + 2 * r + 1] * mul);
+        for (int j = 0; j < T::kHeadDim / 32; ++j) {
+            u32 v[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                v[i] = pack2<T::kBF16>(acc[4 * (4 * j + i) + 2 * r] * mul, acc[4 * (4 * j + i) + 2 * r + 1] * mul);
+            quad_transpose(v, lane & 3);
+            if (k < N_k)
+                asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + 32 * j), "r"(v[0]), "r"(v[1]),
+                             "r"(v[2]), "r"(v[3]) : "memory");
         }
     }
 }
@@ -327,20 +349,20 @@ __device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 s
 // adds go in key-tile order, the last key tile that sees it first (under a causal mask the key tiles that
 // see fewest query tiles then never wait long); the semaphore counts the CTAs that have added theirs.
 template <class T>
-__device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int H, int group, int n_qp,
-                                         int m_first, int num_m, int num_n, int offset) {
+__device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int bh0, int n_block, int group,
+                                         int n_qp, int m_first, int num_m, int num_n, int offset) {
     constexpr u32 kBytes = 64 * T::kSlice * 4;   // one warpgroup's slice
     const u32 sBar = smem0 + T::kOffBar + 8u * (1 + 4 * T::kStages);
     u32 parity = 0;
     // per-head pointers and 32-bit offsets inside a head: the producer warpgroup's registers are few
     for (int hi = 0; hi < group; ++hi) {
-        const size_t bh = size_t(blockIdx.z) * H + blockIdx.y * group + hi;
+        const size_t bh = size_t(bh0) + hi;
         float* head_dst = dq_acc + bh * n_qp * T::kHeadDim;
         int* head_sem = sem + bh * num_m;
         for (int m = m_first; m < num_m; ++m) {
             for (int wg = 0; wg < T::kConsumers; ++wg) mbar_wait(sBar + 8u * wg, parity);
             if constexpr (T::kDeterministic) {
-                const int turn = last_n_block<T>(m, num_n, offset) - key_tile<T>();
+                const int turn = last_n_block<T>(m, num_n, offset) - n_block;
                 while (ld_acquire(head_sem + m) < turn) {
                 }
             }
@@ -366,7 +388,7 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
 // 13 points of its first 32 query tiles into `sem` (then a long long[2][32][16] buffer).
 #ifdef IOM_BWD90_TRACE
 #define IOM_TRACE(slot)                                                                                     \
-    if (tid == 0 && blockIdx.x + blockIdx.y + blockIdx.z == 0 && tile_i < 32) {                            \
+    if (tid == 0 && blockIdx.x == 0 && tile_i < 32) {                                                       \
         long long t_;                                                                                       \
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t_)::"memory");                                       \
         reinterpret_cast<long long*>(sem)[(wg * 32 + tile_i) * 16 + (slot)] = t_;                           \
@@ -375,27 +397,51 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
 #define IOM_TRACE(slot)
 #endif
 
+// IOM_BWD90_CTA_TIMES (profiling only): each CTA writes its SM and %globaltimer at 5 points into `sem` (then
+// a long long[gridDim.x][8] buffer): [0] SM, [1] start, [2] K/V in SMEM (consumers), [3] the last query tile
+// done, [4] dK and dV stored, [5] the dQ writer's last adds complete, [6] key tile, [7] group.
+#ifdef IOM_BWD90_CTA_TIMES
+__device__ __forceinline__ long long global_ns() {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+#define IOM_CTA_TIME(slot) reinterpret_cast<long long*>(sem)[blockIdx.x * 8 + (slot)] = global_ns()
+#else
+#define IOM_CTA_TIME(slot)
+#endif
+
 // ------------------------------------------------------------------------------ the kernel
 template <class T>
 __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK, const TmaDesc& tmV,
                                                const TmaDesc& tmdO, const float* __restrict__ lse2,
                                                const float* __restrict__ delta, float* __restrict__ dq_acc,
                                                u16* __restrict__ dk, u16* __restrict__ dv, int* __restrict__ sem,
-                                               int H, int H_kv, int N_q, int N_k, int n_qp, float scale_log2,
-                                               float scale) {
+                                               int B, int H, int H_kv, int N_q, int N_k, int n_qp, int sec,
+                                               float scale_log2, float scale) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sBar = smem0 + T::kOffBar;
     constexpr int S = T::kStages;
     const int group = H / H_kv;
     const int offset = N_k - N_q;
-    const int n0 = key_tile<T>() * T::kBlockN;
+    const int num_n = (N_k + T::kBlockN - 1) / T::kBlockN;
+    const BwdUnit u = unit_of<T>(blockIdx.x, num_n, H_kv, H_kv * B, sec);
+    const int n0 = u.n * T::kBlockN;
     const int num_m = n_qp / T::kBlockM;
-    const int num_n = gridDim.x;
     const int m_first = first_m_block<T>(n0, offset);
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
 
     if (threadIdx.x == 0) {
+#ifdef IOM_BWD90_CTA_TIMES
+        IOM_CTA_TIME(1);
+        u32 smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        long long* rec = reinterpret_cast<long long*>(sem) + blockIdx.x * 8;
+        rec[0] = smid;
+        rec[6] = u.n;
+        rec[7] = u.b * H_kv + u.h_kv;
+#endif
         mbar_init(sBar, 1);
 #pragma unroll
         for (int s = 0; s < S; ++s) {
@@ -416,9 +462,12 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
     if (warpgroup == 0) {
         setmaxnreg_dec<T::kProducerRegs>();
         if (threadIdx.x == 0 && m_first < num_m)
-            produce<T>(tmQ, tmK, tmV, tmdO, lse2, delta, smem0, H, group, n_qp, m_first, num_m);
-        else if (threadIdx.x == 32 && m_first < num_m)
-            write_dq<T>(dq_acc, sem, smem0, H, group, n_qp, m_first, num_m, num_n, offset);
+            produce<T>(tmQ, tmK, tmV, tmdO, lse2, delta, smem0, u, H, group, n_qp, m_first, num_m);
+        else if (threadIdx.x == 32 && m_first < num_m) {
+            write_dq<T>(dq_acc, sem, smem0, u.b * H + u.h_kv * group, u.n, group, n_qp, m_first, num_m, num_n,
+                        offset);
+            IOM_CTA_TIME(5);
+        }
         return;
     }
     setmaxnreg_inc<T::kConsumerRegs>();
@@ -438,6 +487,7 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
         acc_dv[i] = 0.f;
     }
     if (m_first < num_m) mbar_wait(sBar, 0);
+    if (threadIdx.x == 128) IOM_CTA_TIME(2);
     int stage = 0, buf = 0, tile_i = 0;
     u32 phase = 0;
     for (int hi = 0; hi < group; ++hi) {
@@ -513,9 +563,11 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             ++tile_i;
         }
     }
-    const size_t kv = (size_t(blockIdx.z) * H_kv + blockIdx.y) * N_k;
+    if (threadIdx.x == 128) IOM_CTA_TIME(3);
+    const size_t kv = (size_t(u.b) * H_kv + u.h_kv) * N_k;
     store_rows<T>(dk + kv * T::kHeadDim, acc_dk, key, lane, N_k, scale);
     store_rows<T>(dv + kv * T::kHeadDim, acc_dv, key, lane, N_k, 1.f);
+    if (threadIdx.x == 128) IOM_CTA_TIME(4);
 }
 
 }  // namespace sm90
@@ -523,7 +575,7 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
 // Kernel instantiation (kernels/flash_bwd_sm90.py emits it with the config's numbers):
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, ... tmK, ... tmV, ... tmdO, const float* lse2, const float* delta,
-//        float* dq_acc, u16* dk, u16* dv, int* sem, int H, int H_kv, int N_q, int N_k, int n_qp,
+//        float* dq_acc, u16* dk, u16* dv, int* sem, int B, int H, int H_kv, int N_q, int N_k, int n_qp, int sec,
 //        float scale_log2, float scale)
-// on a grid of (ceil(N_k / kBlockN), H_kv, B) CTAs; sem: B * H * n_qp / kBlockM zeroed ints (deterministic)
-// or null.
+// on a 1-D grid of ceil(N_k / kBlockN) * H_kv * B CTAs (unit_of: the order of their units; sec the (KV head,
+// batch) groups of a section); sem: B * H * n_qp / kBlockM zeroed ints (deterministic) or null.

@@ -78,3 +78,71 @@ def test_every_shipped_variant_builds_clean(build):
         for name in mains:
             assert sass[name]["HGMMA"] > 0, name
             assert sass[name]["LDL"] == 0 and sass[name]["STL"] == 0, (name, sass[name])
+
+
+def test_a_causal_section_is_about_one_wave_of_ctas():
+    base = {"B": 4, "H": 16, "H_kv": 16, "N_q": 4096, "N_k": 4096, "d": 128}
+    assert flash_bwd_sm90.groups_per_section({**base, "causal": False}, 128, 132) == 1
+    for n, want in ((2048, 8), (4096, 4), (8192, 2), (16384, 1), (65536, 1), (4000, 4)):
+        shape = {**base, "N_q": n, "N_k": n, "causal": True}
+        assert flash_bwd_sm90.groups_per_section(shape, 128, 132) == want, n
+    tiny = {**base, "N_q": 128, "N_k": 128, "causal": True}
+    assert flash_bwd_sm90.groups_per_section(tiny, 128, 132) == 64        # every group: less than a wave
+    assert flash_bwd_sm90.groups_per_section({**tiny, "B": 1, "H_kv": 2}, 128, 132) == 2
+
+
+_ORDER_PROGRAM = r"""
+#include "flash_bwd_sm90.cuh"
+#include <cstdio>
+template <bool DET>
+void dump(int num_n, int H_kv, int groups, int sec) {
+    typedef sm90::BwdTraits<64, 128, 2, 128, 2, true, true, DET> T;
+    printf("%d %d %d %d %d", int(DET), num_n, H_kv, groups, sec);
+    for (int id = 0; id < num_n * groups; ++id) {
+        const sm90::BwdUnit u = sm90::unit_of<T>(id, num_n, H_kv, groups, sec);
+        printf(" %d,%d", u.n, u.b * H_kv + u.h_kv);
+    }
+    printf("\n");
+}
+int main() {
+    const int cases[][4] = {{5, 3, 6, 4}, {5, 3, 6, 1}, {5, 3, 6, 6}, {7, 2, 2, 3}, {1, 4, 8, 3}, {9, 1, 5, 2}};
+    for (const auto& c : cases) {
+        dump<false>(c[0], c[1], c[2], c[3]);
+        dump<true>(c[0], c[1], c[2], c[3]);
+    }
+}
+"""
+
+
+@needs_nvcc
+def test_launch_order_covers_every_unit_once_in_its_schedule(tmp_path):
+    """unit_of, compiled for the host: each (key tile, group) exactly once; with one group a section the
+    old order (a group's key tiles in turn); inside a section the key tiles longest first (from the first;
+    the deterministic mode from the last), so a deterministic CTA's dQ adds only wait on key tiles of its
+    group that were launched before it."""
+    src = tmp_path / "order.cu"
+    src.write_text(_ORDER_PROGRAM)
+    exe = tmp_path / "order"
+    res = subprocess.run(["nvcc", compile.STD, f"-I{compile.CSRC}", str(src), "-o", str(exe)], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    cases = [line.split() for line in lines if line]
+    assert len(cases) == 12
+    for fields in cases:
+        det, num_n, _h_kv, groups, sec = map(int, fields[:5])
+        units = [tuple(map(int, f.split(","))) for f in fields[5:]]
+        assert sorted(units) == [(n, g) for n in range(num_n) for g in range(groups)], fields[:5]
+        key = [num_n - 1 - n if det else n for n, _ in units]
+        sections = [g // sec for _, g in units]
+        assert sections == sorted(sections), fields[:5]                    # section after section
+        for s in set(sections):
+            steps = [k for k, sc in zip(key, sections) if sc == s]
+            assert steps == sorted(steps), fields[:5]                       # longest first inside a section
+        if sec == 1:
+            assert units == [((num_n - 1 - i if det else i), g) for g in range(groups) for i in range(num_n)]
+        seen = set()
+        for n, g in units:   # deterministic: every later key tile of the group already launched
+            if det:
+                assert all((m, g) in seen for m in range(n + 1, num_n)), fields[:5]
+            seen.add((n, g))

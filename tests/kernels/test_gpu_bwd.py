@@ -131,6 +131,27 @@ def test_hopper_deterministic_with_more_key_tiles_than_sms(causal):
         assert torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2 * b.float().abs().max().item())
 
 
+@pytest.mark.parametrize("deterministic", (False, True))
+def test_hopper_launch_sections_leave_the_gradients_as_they_were(deterministic):
+    """The causal launch order (unit_of: key tiles longest first across a section of (KV head, batch)
+    groups) with sections of 1, 4 (the last one ragged) and all 6 groups: the same gradients, bit for bit
+    in the deterministic mode, and each within the rule."""
+    if not _hopper():
+        pytest.skip("flash_bwd_sm90 needs an sm_90 GPU")
+    from kernels import flash_bwd_sm90
+
+    cfg = SHIPPED_SM90[-1]
+    q, k, v, dout = make(3, 4, 2, 650, 777, cfg.head_dim, torch.bfloat16)
+    out, lse = kernels.flash_attention(q, k, v, causal=True, return_lse=True)
+    runs = [flash_bwd_sm90.backward(dout, q, k, v, out, lse, causal=True, config=cfg, deterministic=deterministic,
+                                    _sections=sec) for sec in (1, 4, 6)]
+    for run in runs:
+        check_rule(run, q, k, v, dout, True)
+    if deterministic:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1])) and all(
+            torch.equal(a, b) for a, b in zip(runs[0], runs[2]))
+
+
 def test_hopper_picks_its_own_backward():
     """With config=None an sm_90 GPU runs the model's pick over both backward families: the wgmma one."""
     if not _hopper():

@@ -1,22 +1,27 @@
-"""The committed H100 run of the Hopper backward (validation/results/h100-sxm-2026-11-24-run5.json) against
-what the docs and the issue note say of it: every row checked, our kernel at least 1.6x SDPA's
+"""The committed H100 runs of the Hopper backward (validation/results/h100-sxm-2026-11-24-run5.json, the
+first kernel; -run7.json, with 16-byte dK/dV stores and the causal launch order in sections) against what
+the docs and the issue notes say of them: every row checked, our kernel at least 1.6x SDPA's
 FlashAttention-2 backward from N = 2048 and at least 0.95x cuDNN's at d = 64, the model within a 10%
-median error on our rows.  (At d = 128 it is 0.94x to 1.02x cuDNN's: the note says so, nothing here
-hides it.)"""
+median error on our rows.  (At d = 128 they are 0.94x to 1.02x and 0.94x to 1.06x cuDNN's: the notes say
+so, nothing here hides it.)"""
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from iomodel.accuracy import evaluate
 from iomodel.results import load_results
 
-RUN = Path(__file__).resolve().parents[2] / "validation" / "results" / "h100-sxm-2026-11-24-run5.json"
+RESULTS = Path(__file__).resolve().parents[2] / "validation" / "results"
+RUNS = [RESULTS / f"h100-sxm-2026-11-24-run{i}.json" for i in (5, 7)]
+pytestmark = pytest.mark.parametrize("run", RUNS, ids=lambda p: p.stem)
 
 
-def _rates() -> dict:
-    data = json.loads(RUN.read_text())
+def _rates(run: Path) -> dict:
+    data = json.loads(run.read_text())
     by = defaultdict(dict)
     for r in data["rows"]:
         sh = r["shape"]
@@ -24,14 +29,14 @@ def _rates() -> dict:
     return by
 
 
-def test_every_row_was_checked_and_timed():
-    data = json.loads(RUN.read_text())
+def test_every_row_was_checked_and_timed(run):
+    data = json.loads(run.read_text())
     assert data["complete"] and data["device"].startswith("NVIDIA H100") and len(data["rows"]) == 80
     assert all(r["ok"] and r["measured_ms"] > 0 for r in data["rows"])
 
 
-def test_against_the_peers_in_the_same_run():
-    for (d, n, _), rate in _rates().items():
+def test_against_the_peers_in_the_same_run(run):
+    for (d, n, _), rate in _rates(run).items():
         ours = rate["flash_bwd_sm90"]
         if n >= 2048:
             assert ours >= 1.6 * rate["torch_sdpa_flash_bwd"], (d, n)
@@ -40,8 +45,8 @@ def test_against_the_peers_in_the_same_run():
         assert rate["flash_bwd_sm90_deterministic"] <= ours * 1.02   # ordered adds cost, never pay
 
 
-def test_the_model_predicts_our_rows_within_ten_percent():
-    (res,) = load_results(RUN)
+def test_the_model_predicts_our_rows_within_ten_percent(run):
+    (res,) = load_results(run)
     rep = evaluate(res)
     stats = rep.backward_per_kernel
     assert set(stats) == {"flash_bwd_sm90", "flash_bwd_sm90_deterministic"}

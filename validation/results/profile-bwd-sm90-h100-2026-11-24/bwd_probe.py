@@ -1,0 +1,120 @@
+"""Hopper backward probe: (1) CTA timelines (IOM_BWD90_CTA_TIMES): launch gaps, prologue, epilogue and the
+last wave's idle SMs; (2) the causal launch order's sections against SDPA cuDNN's backward, interleaved.
+Run from the repository root: PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections]."""
+import json, math, os, sys, time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import kernels
+from kernels import flash_bwd_sm90
+from iomodel.families.flash_bwd_sm90 import SHIPPED
+from validation.timing import CudaEventTimer
+
+OUT = os.environ.get("OUT", "/tmp/out")
+os.makedirs(OUT, exist_ok=True)
+CFG = {c.head_dim: c for c in SHIPPED}
+what = sys.argv[1:] or ["timeline", "sections"]
+
+
+def make(B, H, N, d, causal, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v, do = (torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
+    out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
+    qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        oc = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+    return (q, k, v, out, lse, do, qg, kg, vg, oc)
+
+
+def flops(B, H, N, d, causal):
+    return 2.5 * 4 * B * H * N * N * d / (2 if causal else 1)
+
+
+def timeline(B, H, N, d, causal, sec=None):
+    q, k, v, out, lse, do = make(B, H, N, d, causal, 7)[:6]
+    cfg = CFG[d]
+    nblk = math.ceil(N / cfg.block_n) * H * B
+    buf = torch.zeros(nblk * 16, dtype=torch.int32, device="cuda")
+    kw = dict(causal=causal, config=cfg, _trace=buf, _defines=("IOM_BWD90_CTA_TIMES",), _sections=sec)
+    for _ in range(3):
+        flash_bwd_sm90.backward(do, q, k, v, out, lse, **kw)
+    torch.cuda.synchronize()
+    r = buf.view(torch.int64).view(nblk, 8).cpu().numpy().astype(np.int64)
+    sm, t1, t2, t3, t4, t5 = (r[:, i] for i in range(6))
+    end = np.maximum(t4, t5)
+    t0, tend = t1.min(), end.max()
+    span = tend - t0
+    res = {"shape": [B, H, N, d, causal], "sec": sec, "ctas": int(nblk), "span_us": span / 1e3,
+           "timer_quantum_ns": int(np.min(np.diff(np.unique(np.concatenate([t1, t2, t3, t4]))))),
+           "prologue_us_median": float(np.median(t2 - t1)) / 1e3, "loop_us_median": float(np.median(t3 - t2)) / 1e3,
+           "epilogue_us_median": float(np.median(t4 - t3)) / 1e3,
+           "writer_after_consumers_us_median": float(np.median(t5 - t4)) / 1e3}
+    sms = np.unique(sm)
+    gaps, tails, busy, pro, epi = [], [], 0, 0, 0
+    for s in sms:
+        idx = np.where(sm == s)[0]
+        idx = idx[np.argsort(t1[idx])]
+        gaps += list(t1[idx[1:]] - end[idx[:-1]])
+        tails.append(tend - end[idx[-1]])
+        busy += int((t3[idx] - t2[idx]).sum())
+        pro += int((t2[idx] - t1[idx]).sum())
+        epi += int((end[idx] - t3[idx]).sum())
+    total = span * len(sms)
+    res.update({"sms": int(len(sms)), "gap_us_median": float(np.median(gaps)) / 1e3 if gaps else 0.0,
+                "share_loop": busy / total, "share_prologue": pro / total, "share_epilogue": epi / total,
+                "share_gaps": float(np.sum(gaps)) / total, "share_tail_idle": float(np.sum(tails)) / total,
+                "first_start_spread_us": float(np.sort(t1)[len(sms) - 1] - t0) / 1e3})
+    return res
+
+
+def sections_ab(shapes, rounds=5):
+    timer = CudaEventTimer()
+    rows = []
+    for (B, H, N, d, causal, secs) in shapes:
+        sets = [make(B, H, N, d, causal, s) for s in (11, 12)]
+        cfg = CFG[d]
+        fns, names = [], []
+        for sec in secs:
+            fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc, sec=sec: flash_bwd_sm90.backward(
+                do, q, k, v, out, lse, causal=causal, config=cfg, _sections=sec))
+            names.append(f"ours sec={sec}")
+        fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc: torch.autograd.grad(oc, (qg, kg, vg), do,
+                                                                                     retain_graph=True))
+        names.append("cudnn")
+        res = timer.time_interleaved(fns, sets, rounds=rounds)
+        f = flops(B, H, N, d, causal)
+        cud = getattr(res[-1], "median_s", float("nan"))
+        for name, o in zip(names, res):
+            if isinstance(o, Exception):
+                rows.append({"shape": [B, H, N, d, causal], "impl": name, "error": repr(o)[:300],
+                             "tflops": float("nan"), "vs_cudnn": float("nan")})
+                continue
+            rows.append({"shape": [B, H, N, d, causal], "impl": name, "ms": o.median_s * 1e3,
+                         "tflops": f / o.median_s / 1e12, "vs_cudnn": cud / o.median_s})
+        print(f"B{B} H{H} N{N} d{d} {'causal' if causal else 'full'}: " +
+              "  ".join(f"{r['impl']} {r['tflops']:.0f} ({r['vs_cudnn']:.3f})" for r in rows[-len(names):]),
+              flush=True)
+    return rows
+
+
+meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"), "cudnn": torch.backends.cudnn.version()}
+if "timeline" in what:
+    tl = []
+    for shp in ((4, 16, 4096, 128, False, None), (8, 16, 2048, 128, True, None), (4, 16, 4096, 128, True, 1), (4, 16, 4096, 128, True, None),
+                (4, 16, 4096, 128, True, 64), (1, 16, 16384, 128, False, None), (1, 16, 16384, 128, True, None),
+                (2, 16, 8192, 128, True, 1), (2, 16, 8192, 128, True, None), (4, 32, 4096, 64, True, None)):
+        r = timeline(*shp)
+        tl.append(r)
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}), flush=True)
+    json.dump({**meta, "rows": tl}, open(f"{OUT}/cta-timelines.json", "w"), indent=1)
+if "sections" in what:
+    shapes = [(8, 16, 2048, 128, True, (1, 2, 4, 8, 128)), (4, 16, 4096, 128, True, (1, 2, 4, 8, 64)),
+              (2, 16, 8192, 128, True, (1, 2, 4, 32)), (1, 16, 16384, 128, True, (1, 2, 16)),
+              (4, 32, 4096, 64, True, (1, 2, 4, 8, 128)), (1, 32, 16384, 64, True, (1, 2, 32)),
+              (4, 16, 4096, 128, False, (1,)), (1, 16, 16384, 128, False, (1,))]
+    rows = sections_ab(shapes)
+    json.dump({**meta, "rows": rows}, open(f"{OUT}/sections-ab.json", "w"), indent=1)
