@@ -1,6 +1,9 @@
 """Hopper backward probe: (1) CTA timelines (IOM_BWD90_CTA_TIMES): launch gaps, prologue, epilogue and the
-last wave's idle SMs; (2) the causal launch order's sections against SDPA cuDNN's backward, interleaved.
-Run from the repository root: PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections]."""
+last wave's idle SMs; (2) the causal launch order's sections against SDPA cuDNN's backward, interleaved;
+(3) `timeline-persistent`, `persistent`: the persistent grid of tried-persistent.patch against one CTA a
+unit (those two need the patch applied: main's backward takes no `_persistent`).
+Run from the repository root:
+PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections]."""
 import json, math, os, sys, time
 
 import numpy as np
@@ -33,21 +36,25 @@ def flops(B, H, N, d, causal):
     return 2.5 * 4 * B * H * N * N * d / (2 if causal else 1)
 
 
-def timeline(B, H, N, d, causal, sec=None):
+def timeline(B, H, N, d, causal, sec=None, persistent=None):
     q, k, v, out, lse, do = make(B, H, N, d, causal, 7)[:6]
     cfg = CFG[d]
     nblk = math.ceil(N / cfg.block_n) * H * B
     buf = torch.zeros(nblk * 16, dtype=torch.int32, device="cuda")
     kw = dict(causal=causal, config=cfg, _trace=buf, _defines=("IOM_BWD90_CTA_TIMES",), _sections=sec)
+    if persistent is not None:   # (tried-persistent.patch only)
+        kw["_persistent"] = persistent
     for _ in range(3):
         flash_bwd_sm90.backward(do, q, k, v, out, lse, **kw)
     torch.cuda.synchronize()
     r = buf.view(torch.int64).view(nblk, 8).cpu().numpy().astype(np.int64)
     sm, t1, t2, t3, t4, t5 = (r[:, i] for i in range(6))
+    t1 = np.where(t1 > 0, t1, t2)       # the persistent kernel records a unit from its K/V's arrival
     end = np.maximum(t4, t5)
     t0, tend = t1.min(), end.max()
     span = tend - t0
-    res = {"shape": [B, H, N, d, causal], "sec": sec, "ctas": int(nblk), "span_us": span / 1e3,
+    res = {"shape": [B, H, N, d, causal], "sec": sec, "persistent": persistent, "units": int(nblk),
+           "span_us": span / 1e3,
            "timer_quantum_ns": int(np.min(np.diff(np.unique(np.concatenate([t1, t2, t3, t4]))))),
            "prologue_us_median": float(np.median(t2 - t1)) / 1e3, "loop_us_median": float(np.median(t3 - t2)) / 1e3,
            "epilogue_us_median": float(np.median(t4 - t3)) / 1e3,
@@ -68,6 +75,36 @@ def timeline(B, H, N, d, causal, sec=None):
                 "share_gaps": float(np.sum(gaps)) / total, "share_tail_idle": float(np.sum(tails)) / total,
                 "first_start_spread_us": float(np.sort(t1)[len(sms) - 1] - t0) / 1e3})
     return res
+
+
+def persistent_ab(shapes, rounds=5):
+    """Ours on the persistent grid and on one CTA a unit, beside cuDNN, interleaved."""
+    timer = CudaEventTimer()
+    rows = []
+    for (B, H, N, d, causal) in shapes:
+        sets = [make(B, H, N, d, causal, s) for s in (21, 22)]
+        cfg = CFG[d]
+        fns, names = [], []
+        for p in (True, False):
+            fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc, p=p: flash_bwd_sm90.backward(
+                do, q, k, v, out, lse, causal=causal, config=cfg, _persistent=p))
+            names.append("persistent" if p else "one CTA a unit")
+        fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc: torch.autograd.grad(oc, (qg, kg, vg), do,
+                                                                                     retain_graph=True))
+        names.append("cudnn")
+        res = timer.time_interleaved(fns, sets, rounds=rounds)
+        f = flops(B, H, N, d, causal)
+        cud = getattr(res[-1], "median_s", float("nan"))
+        for name, o in zip(names, res):
+            if isinstance(o, Exception):
+                rows.append({"shape": [B, H, N, d, causal], "impl": name, "error": repr(o)[:300]})
+                continue
+            rows.append({"shape": [B, H, N, d, causal], "impl": name, "ms": o.median_s * 1e3,
+                         "tflops": f / o.median_s / 1e12, "vs_cudnn": cud / o.median_s})
+        print(f"B{B} H{H} N{N} d{d} {'causal' if causal else 'full'}: " +
+              "  ".join(f"{r['impl']} {r.get('tflops', float('nan')):.0f} ({r.get('vs_cudnn', float('nan')):.3f})"
+                        for r in rows[-len(names):]), flush=True)
+    return rows
 
 
 def sections_ab(shapes, rounds=5):
@@ -104,13 +141,30 @@ meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"), "cudnn": torch.backends.cudnn.version()}
 if "timeline" in what:
     tl = []
-    for shp in ((4, 16, 4096, 128, False, None), (8, 16, 2048, 128, True, None), (4, 16, 4096, 128, True, 1), (4, 16, 4096, 128, True, None),
+    for shp in ((4, 16, 4096, 128, False, None), (8, 16, 2048, 128, True, None),
+                (4, 16, 4096, 128, True, 1), (4, 16, 4096, 128, True, None),
                 (4, 16, 4096, 128, True, 64), (1, 16, 16384, 128, False, None), (1, 16, 16384, 128, True, None),
                 (2, 16, 8192, 128, True, 1), (2, 16, 8192, 128, True, None), (4, 32, 4096, 64, True, None)):
         r = timeline(*shp)
         tl.append(r)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}), flush=True)
     json.dump({**meta, "rows": tl}, open(f"{OUT}/cta-timelines.json", "w"), indent=1)
+if "timeline-persistent" in what:
+    tl = []
+    for shp in ((4, 16, 4096, 128, False), (8, 16, 2048, 128, True), (4, 16, 4096, 128, True),
+                (1, 16, 16384, 128, False), (2, 16, 8192, 128, True), (4, 32, 4096, 64, True)):
+        for p in (True, False):
+            r = timeline(*shp, persistent=p)
+            tl.append(r)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}), flush=True)
+    json.dump({**meta, "rows": tl}, open(f"{OUT}/cta-timelines-persistent.json", "w"), indent=1)
+if "persistent" in what:
+    shapes = [(8, 16, 2048, 128, False), (8, 16, 2048, 128, True), (4, 16, 4096, 128, False),
+              (4, 16, 4096, 128, True), (2, 16, 8192, 128, False), (2, 16, 8192, 128, True),
+              (1, 16, 16384, 128, False), (1, 16, 16384, 128, True), (16, 16, 1024, 128, True),
+              (4, 32, 4096, 64, False), (4, 32, 4096, 64, True), (1, 32, 16384, 64, True)]
+    rows = persistent_ab(shapes)
+    json.dump({**meta, "rows": rows}, open(f"{OUT}/persistent-ab.json", "w"), indent=1)
 if "sections" in what:
     shapes = [(8, 16, 2048, 128, True, (1, 2, 4, 8, 128)), (4, 16, 4096, 128, True, (1, 2, 4, 8, 64)),
               (2, 16, 8192, 128, True, (1, 2, 4, 32)), (1, 16, 16384, 128, True, (1, 2, 16)),
