@@ -312,6 +312,23 @@ __device__ __forceinline__ void ld_slot(u32 addr, int& a, int& b, int& c, int& d
 // The K/V ring's stage / phase run on across tiles, so the producer fetches the next tile's first
 // chunks (and its Q, once the consumers released the Q buffer) while the consumers finish the
 // current tile and write it out.
+// IOM_FWD90_TILE_TIMES (profiling only): thread 0 of consumer warpgroup 0 writes %globaltimer at 5 points of
+// every tile into L (then a buffer of at least B * H * N_q floats, N_q a multiple of block_m; no LSE is
+// written): at long long ((b H + h) N_q + m_block block_m) / 2 + slot: [0] SM, [1] the tile decoded,
+// [2] Q in SMEM, [3] its first chunk's scores and softmax done, [4] its last P V done, [5] O stored,
+// [6] its chunks, [7] this warpgroup's.
+#ifdef IOM_FWD90_TILE_TIMES
+#define IOM_TILE_TIME(slot, value)                                                                          \
+    if (threadIdx.x == 128 && ti.m_block >= 0) {                                                          \
+        long long v_ = (value);                                                                            \
+        if ((slot) >= 1 && (slot) <= 5) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v_)::"memory");  \
+        reinterpret_cast<long long*>(L)[((size_t(ti.b) * H + ti.h) * N_q + size_t(ti.m_block) * T::kBlockM) / 2 \
+                                        + (slot)] = v_;                                                    \
+    }
+#else
+#define IOM_TILE_TIME(slot, value)
+#endif
+
 template <class T>
 __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc& tmK,
                                                const TmaDesc& tmV, u16* __restrict__ O,
@@ -459,15 +476,22 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         for (int k = 0;; ++k) {
             TileInfo<T> ti;
             if constexpr (T::kDynamic) {
+#ifdef IOM_FWD90_TILE_TIMES
+                long long t_decoded;
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_decoded)::"memory");
+#endif
                 mbar_wait(fullQ, q_phase);
                 q_phase ^= 1;
                 ld_slot(slot, ti.m_block, ti.h, ti.b, ti.n_blocks);
                 if (ti.m_block < 0) break;
+                IOM_TILE_TIME(1, t_decoded);
+                IOM_TILE_TIME(2, 0);
             } else {
                 if (k * int(gridDim.x) >= num_tiles) break;
                 const int t = tile_of_round<T>(k, num_tiles);
                 if (t < 0) continue;
                 ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
+                IOM_TILE_TIME(1, 0);
             }
             const int n_blocks = ti.n_blocks;
             const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);   // this tile's sequence
@@ -517,6 +541,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             if (!T::kDynamic && n_blocks > 0) {
                 mbar_wait(fullQ, q_phase);
                 q_phase ^= 1;
+                IOM_TILE_TIME(2, 0);
             }
             // Release a chunk this warpgroup skips once loaded: a buffer's empty barrier may take this
             // warpgroup's arrival only after the producer refilled it (all arrivals for its
@@ -570,6 +595,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
+                IOM_TILE_TIME(3, 0);
                 // ---- steady state: S(j+1) and PV(j) in flight while softmax(j+1) runs
                 auto step = [&](int it, bool masked) {  // inlined: `masked` is a constant at each call
                     const int n = n_own - 1 - it;
@@ -638,6 +664,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 for (int it = tile_j0; it < wg_j0; ++it) release_chunk();
             }
 
+            IOM_TILE_TIME(4, 0);
+            IOM_TILE_TIME(6, n_blocks);
+            IOM_TILE_TIME(7, own);
             // -------------------------------------------------------------- epilogue
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
@@ -668,10 +697,20 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     }
                 }
                 if (row < n_q) {
+#ifndef IOM_FWD90_TILE_TIMES
                     if (L != nullptr && (lane % 4) == 0)
                         L[l_at] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();
+#endif
                 }
             }
+#ifdef IOM_FWD90_TILE_TIMES
+            if (cw == 0) {
+                u32 smid_;
+                asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
+                IOM_TILE_TIME(0, smid_);
+                IOM_TILE_TIME(5, 0);
+            }
+#endif
         }
         if (cw == 0) turn_wait();  // the last warpgroup's final hand-over
     }

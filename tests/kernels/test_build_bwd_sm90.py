@@ -146,3 +146,14 @@ def test_launch_order_covers_every_unit_once_in_its_schedule(tmp_path):
             if det:
                 assert all((m, g) in seen for m in range(n + 1, num_n)), fields[:5]
             seen.add((n, g))
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("switch", ("IOM_BWD90_TRACE", "IOM_BWD90_CTA_TIMES"))
+def test_the_profiling_switches_build(tmp_path, switch):
+    """The backward's profiling switches (docs/kernels_bwd_sm90.md) still compile."""
+    variants = [(SHIPPED[-1], "bf16", True, False)]
+    _, log = compile.run_nvcc(flash_bwd_sm90.offline_unit(variants), "sm_90a", tmp_path, "prof",
+                              ("-Xptxas", "-v", f"-D{switch}"))
+    assert flash_bwd_sm90.kernel_names(*variants[0])[1] in reports.parse_ptxas(log)

@@ -109,3 +109,15 @@ def test_smem_formula_matches_kernel(tmp_path):
     res = subprocess.run(["nvcc", "-cubin", compile.gencode("sm_90a"), compile.STD, f"-I{compile.CSRC}", str(cu),
                           "-o", str(tmp_path / "smem.cubin")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_tile_timelines_switch_builds(tmp_path):
+    """IOM_FWD90_TILE_TIMES (the per-tile profile of docs/kernels_sm90.md) still compiles, causal (the
+    dynamic schedule) and not (the static one), without spills."""
+    cfg = next(c for c in SHIPPED if c.head_dim == 128)
+    _, log = compile.run_nvcc(codegen.sm90_unit([(cfg, "bf16", False), (cfg, "bf16", True)]), "sm_90a", tmp_path,
+                              "tiles", ("-Xptxas", "-v", "-DIOM_FWD90_TILE_TIMES"))
+    ptxas = reports.parse_ptxas(log)
+    assert len(ptxas) >= 2 and all(r["spill_stores"] == 0 for r in ptxas.values()), ptxas
