@@ -77,64 +77,45 @@ def timeline(B, H, N, d, causal, sec=None, persistent=None):
     return res
 
 
-def persistent_ab(shapes, rounds=5):
-    """Ours on the persistent grid and on one CTA a unit, beside cuDNN, interleaved."""
-    timer = CudaEventTimer()
+def against_cudnn(timer, shape, seeds, ours, rounds=5):
+    """Time our backward's variants (name -> keyword arguments of flash_bwd_sm90.backward) and SDPA cuDNN's
+    backward on the same inputs, interleaved; one row each, with its ratio to cuDNN."""
+    B, H, N, d, causal = shape
+    sets = [make(B, H, N, d, causal, s) for s in seeds]
+    cfg = CFG[d]
+    fns = [lambda q, k, v, out, lse, do, qg, kg, vg, oc, kw=kw: flash_bwd_sm90.backward(
+        do, q, k, v, out, lse, causal=causal, config=cfg, **kw) for kw in ours.values()]
+    fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc: torch.autograd.grad(oc, (qg, kg, vg), do,
+                                                                                 retain_graph=True))
+    names = [*ours, "cudnn"]
+    res = timer.time_interleaved(fns, sets, rounds=rounds)
+    f = flops(B, H, N, d, causal)
+    cud = getattr(res[-1], "median_s", float("nan"))
     rows = []
-    for (B, H, N, d, causal) in shapes:
-        sets = [make(B, H, N, d, causal, s) for s in (21, 22)]
-        cfg = CFG[d]
-        fns, names = [], []
-        for p in (True, False):
-            fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc, p=p: flash_bwd_sm90.backward(
-                do, q, k, v, out, lse, causal=causal, config=cfg, _persistent=p))
-            names.append("persistent" if p else "one CTA a unit")
-        fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc: torch.autograd.grad(oc, (qg, kg, vg), do,
-                                                                                     retain_graph=True))
-        names.append("cudnn")
-        res = timer.time_interleaved(fns, sets, rounds=rounds)
-        f = flops(B, H, N, d, causal)
-        cud = getattr(res[-1], "median_s", float("nan"))
-        for name, o in zip(names, res):
-            if isinstance(o, Exception):
-                rows.append({"shape": [B, H, N, d, causal], "impl": name, "error": repr(o)[:300]})
-                continue
-            rows.append({"shape": [B, H, N, d, causal], "impl": name, "ms": o.median_s * 1e3,
+    for name, o in zip(names, res):
+        if isinstance(o, Exception):
+            rows.append({"shape": list(shape), "impl": name, "error": repr(o)[:300], "tflops": float("nan"),
+                         "vs_cudnn": float("nan")})
+        else:
+            rows.append({"shape": list(shape), "impl": name, "ms": o.median_s * 1e3,
                          "tflops": f / o.median_s / 1e12, "vs_cudnn": cud / o.median_s})
-        print(f"B{B} H{H} N{N} d{d} {'causal' if causal else 'full'}: " +
-              "  ".join(f"{r['impl']} {r.get('tflops', float('nan')):.0f} ({r.get('vs_cudnn', float('nan')):.3f})"
-                        for r in rows[-len(names):]), flush=True)
+    print(f"B{B} H{H} N{N} d{d} {'causal' if causal else 'full'}: " +
+          "  ".join(f"{r['impl']} {r['tflops']:.0f} ({r['vs_cudnn']:.3f})" for r in rows), flush=True)
     return rows
+
+
+def persistent_ab(shapes, rounds=5):
+    """Ours on the persistent grid and on one CTA a unit, beside cuDNN (tried-persistent.patch only)."""
+    timer = CudaEventTimer()
+    ours = {"persistent": {"_persistent": True}, "one CTA a unit": {"_persistent": False}}
+    return [r for shape in shapes for r in against_cudnn(timer, shape, (21, 22), ours, rounds)]
 
 
 def sections_ab(shapes, rounds=5):
     timer = CudaEventTimer()
-    rows = []
-    for (B, H, N, d, causal, secs) in shapes:
-        sets = [make(B, H, N, d, causal, s) for s in (11, 12)]
-        cfg = CFG[d]
-        fns, names = [], []
-        for sec in secs:
-            fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc, sec=sec: flash_bwd_sm90.backward(
-                do, q, k, v, out, lse, causal=causal, config=cfg, _sections=sec))
-            names.append(f"ours sec={sec}")
-        fns.append(lambda q, k, v, out, lse, do, qg, kg, vg, oc: torch.autograd.grad(oc, (qg, kg, vg), do,
-                                                                                     retain_graph=True))
-        names.append("cudnn")
-        res = timer.time_interleaved(fns, sets, rounds=rounds)
-        f = flops(B, H, N, d, causal)
-        cud = getattr(res[-1], "median_s", float("nan"))
-        for name, o in zip(names, res):
-            if isinstance(o, Exception):
-                rows.append({"shape": [B, H, N, d, causal], "impl": name, "error": repr(o)[:300],
-                             "tflops": float("nan"), "vs_cudnn": float("nan")})
-                continue
-            rows.append({"shape": [B, H, N, d, causal], "impl": name, "ms": o.median_s * 1e3,
-                         "tflops": f / o.median_s / 1e12, "vs_cudnn": cud / o.median_s})
-        print(f"B{B} H{H} N{N} d{d} {'causal' if causal else 'full'}: " +
-              "  ".join(f"{r['impl']} {r['tflops']:.0f} ({r['vs_cudnn']:.3f})" for r in rows[-len(names):]),
-              flush=True)
-    return rows
+    return [r for (*shape, secs) in shapes
+            for r in against_cudnn(timer, tuple(shape), (11, 12), {f"ours sec={s}": {"_sections": s} for s in secs},
+                                   rounds)]
 
 
 meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,

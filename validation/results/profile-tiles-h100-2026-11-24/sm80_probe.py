@@ -1,6 +1,6 @@
 """mma.sync forward: O in 16-byte stores (quad::transpose) against the 4-byte stores (IOM_SM80_O_STORE4),
-beside SDPA flash, interleaved.  It ran on main plus the 16-byte epilogue (not kept), with main's 4-byte
-stores under IOM_SM80_O_STORE4: on main both rows time the 4-byte stores.
+beside SDPA flash, interleaved.  It ran on main plus tried-sm80-epilogue.patch (the 16-byte epilogue, not
+kept, with main's 4-byte stores under IOM_SM80_O_STORE4): on main both rows time the 4-byte stores.
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-tiles-h100-2026-11-24/sm80_probe.py"""
 import json, os, time
 import torch
