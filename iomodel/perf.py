@@ -209,16 +209,50 @@ def _compute_time(t: Mapping[str, np.ndarray], v: Mapping[str, np.ndarray], spec
     return np.maximum(compute_max, compute_sum * (fill + (1 - fill) / hide))
 
 
-def _sync_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, share, resident) -> np.ndarray:
+#: a tail piece streams at least this many steps (shorter ones would be mostly prologue and epilogue)
+TAIL_MIN_PIECE_STEPS = 4
+
+
+def tail_pieces(blocks, concurrent, steps, overhead_steps: float, max_pieces: int):
+    """The tail split of a grid of `blocks` equal blocks, `concurrent` at a time, each streaming `steps`
+    steps: the pieces P (1 to `max_pieces`) each block of the last partial wave runs as, chosen for the
+    shortest tail: its R = blocks mod concurrent blocks make R P pieces of 1/P of a block, which take
+    ceil(R P / concurrent) rounds, each piece also paying `overhead_steps` (its prologue, epilogue and
+    combine); pieces of fewer than TAIL_MIN_PIECE_STEPS steps are not made, and a split must save more than
+    one piece's overhead (of a block) over none, the margin of that overhead's estimate.  Returns (P, the busiest
+    SM's work in blocks, the blocks and pieces it starts); scalars or numpy arrays alike.  The kernel's
+    launcher takes P from here, so the model and the kernel agree."""
+    blocks, steps = np.asarray(blocks, dtype=np.float64), np.asarray(steps, dtype=np.float64)
+    concurrent = np.asarray(concurrent, dtype=np.float64)
+    rem = np.mod(blocks, concurrent)
+    whole = (blocks - rem) / concurrent                    # full waves before the tail
+    best_p, best_cost = np.ones_like(blocks + steps + concurrent), np.where(rem > 0, 1.0, 0.0)
+    best_rounds = np.where(rem > 0, 1.0, 0.0)
+    for p in range(2, max(int(max_pieces), 1) + 1):
+        rounds = np.ceil(rem * p / concurrent)
+        cost = rounds * (1.0 / p + overhead_steps / np.maximum(steps, 1))
+        margin = 1.0 - overhead_steps / np.maximum(steps, 1)
+        better = (rem > 0) & (steps >= p * TAIL_MIN_PIECE_STEPS) & (cost < best_cost - 1e-9) & (cost < margin)
+        best_p = np.where(better, p, best_p)
+        best_cost = np.where(better, cost, best_cost)
+        best_rounds = np.where(better, rounds, best_rounds)
+    work = whole + best_rounds / best_p
+    starts = whole + best_rounds
+    if np.ndim(work) == 0:
+        return int(best_p), float(work), float(starts)
+    return best_p, work, starts
+
+
+def _sync_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, share, resident,
+               starts) -> np.ndarray:
     """The fixed synchronization latency of every stream step of the busiest SM, and of every block's
-    prologue and epilogue (``block_latency_cycles``)."""
+    (or tail piece's) prologue and epilogue (``block_latency_cycles``) on it: `starts` of them."""
     steps_busiest = v["steps_total"] * share
     block_latency = plan.step_latency_cycles
     if plan.latency_hidden_by_stages:
         block_latency = block_latency / np.maximum(v["stages"] - 1, 1)
     latency = block_latency + plan.step_latency_cycles_per_warp * np.ceil(v["threads"] / 32)
-    # each block's prologue and epilogue, on the busiest SM's blocks
-    ends = v["blocks"] * share * plan.block_latency_cycles
+    ends = starts * plan.block_latency_cycles
     return (steps_busiest * latency + ends) / rates.clock_hz / resident
 
 
@@ -289,15 +323,23 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     reasons, regs, occ, occ_limit = _fit(v, spec, plan, threads, need - spill, smem)
 
     per_sm_blocks = np.ceil(blocks / spec.sm_count)        # the busiest SM
+    starts = per_sm_blocks                                  # the blocks (or tail pieces) it starts
+    waves = np.ceil(blocks / (spec.sm_count * occ))
+    if plan.tail_pieces_max > 1:   # the last wave's blocks split along their stream
+        steps = v["steps_total"] / np.maximum(blocks, 1)
+        slots = np.maximum(occ, 1)
+        _, waves, wave_starts = tail_pieces(blocks, spec.sm_count * slots, steps, plan.tail_overhead_steps,
+                                            plan.tail_pieces_max)
+        per_sm_blocks, starts = waves * slots, wave_starts * slots
     share = per_sm_blocks / blocks                          # its fraction of the work
-    resident = np.minimum(occ, per_sm_blocks)               # blocks of the busiest SM running at once
+    resident = np.minimum(occ, np.ceil(per_sm_blocks))      # blocks of the busiest SM running at once
     t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}
     # spilled registers go to local memory through L1 (the SMEM's bandwidth): stored and reloaded by
     # every thread once per stream step
     spill_bytes = spill * 4 * 2 * v["threads"] * np.maximum(v["steps_total"], v["blocks"])
     t["smem"] = (v["smem_traffic"] + spill_bytes) * share / rates.smem
     compute = _compute_time(t, v, spec, plan, threads, resident)
-    t["sync"] = _sync_time(v, plan, rates, share, resident)
+    t["sync"] = _sync_time(v, plan, rates, share, resident, starts)
     hbm = _hbm_bytes(ck, v, spec, occ, resident)
     t["hbm"] = hbm / (rates.hbm * hbm_share(v, spec, rates, occ, pages_per_step(values, plan)))
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
@@ -314,7 +356,7 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     return {"time_s": total, "terms": t, "compute_s": compute * runs, "memory_s": memory * runs, "occupancy": occ,
             "occupancy_limit": occ_limit, "regs": regs, "regs_needed": need, "spilled_regs": spill,
             "smem_bytes": smem, "threads": threads, "blocks": blocks * runs,
-            "waves": np.ceil(blocks / (spec.sm_count * occ)) * runs, "bottleneck": bott, "infeasible": reasons,
+            "waves": waves * runs, "bottleneck": bott, "infeasible": reasons,
             "work": {u: v[f"work_{u}"] * runs for u in WORK_UNITS}, "hbm_bytes": hbm * runs,
             "global_bytes": v["global_bytes"] * runs}
 

@@ -14,12 +14,16 @@ import ctypes
 import functools
 import math
 
+from iomodel import families
+from iomodel.perf import tail_pieces
+
 from . import bwd_rows, compile, driver, runtime
 from .checks import backward_inputs
 from .dispatch import prepare
 from .flash_sm90 import TMA_BOX_COLS, _tma_dims
 
-__all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "module", "kernel_names", "unit"]
+__all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "module", "kernel_names", "unit", "tail_split",
+           "launch_split", "grid_size"]
 
 FAMILY = "flash_bwd_sm90"
 DETERMINISTIC = "flash_bwd_sm90_deterministic"
@@ -41,6 +45,35 @@ def groups_per_section(shape: dict, block_n: int, sms: int) -> int:
         return 1
     num_n = -(-shape["N_k"] // block_n)
     return max(1, min(shape["B"] * shape["H_kv"], round(sms / num_n)))
+
+
+def tail_split(shape: dict, cfg, sms: int, n_qp: int) -> tuple[int, int]:
+    """(whole, pieces): the CTAs that run a whole unit, and the pieces each later unit (the last wave's)
+    runs as (span_of and combine_pieces in the kernel).  The count is the model's (iomodel.perf.
+    tail_pieces over the family's plan: one CTA an SM, a unit streaming every query tile of its group's
+    heads); (units, 1) under a causal mask, whose units differ and go longest first instead."""
+    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
+    plan = families.get(FAMILY).plan
+    if shape["causal"] or plan.tail_pieces_max <= 1:
+        return units, 1
+    steps = shape["H"] // shape["H_kv"] * (n_qp // cfg.block_m)
+    pieces = tail_pieces(units, sms, steps, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
+    return (units - units % sms, pieces) if pieces > 1 else (units, 1)
+
+
+def launch_split(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> tuple[int, int]:
+    """(whole, pieces) of a launch: tail_split's, or `pieces` asked for (probes) over the same last wave."""
+    if pieces is None:
+        return tail_split(shape, cfg, sms, n_qp)
+    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
+    return (units - units % sms, int(pieces)) if pieces > 1 and units % sms else (units, 1)
+
+
+def grid_size(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> int:
+    """CTAs of a launch (the profiling buffers' size): the whole units and the tail's pieces."""
+    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
+    whole, p = launch_split(shape, cfg, sms, n_qp, pieces)
+    return whole + (units - whole) * p
 
 
 def _b(flag: bool) -> str:
@@ -65,10 +98,11 @@ def _instance(cfg, dtype: str, causal: bool, deterministic: bool) -> str:
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, const __grid_constant__ TmaDesc tmdO, const float* lse2,\n"
-        f"    const float* delta, float* dq_acc, u16* dk, u16* dv, int* sem, int B, int H, int H_kv, int N_q,\n"
-        f"    int N_k, int n_qp, int sec, float scale_log2, float scale) {{\n"
-        f"  sm90::flash_bwd_sm90<T_{name}>(tmQ, tmK, tmV, tmdO, lse2, delta, dq_acc, dk, dv, sem, B, H, H_kv, N_q,\n"
-        f"                                N_k, n_qp, sec, scale_log2, scale);\n"
+        f"    const float* delta, float* dq_acc, u16* dk, u16* dv, int* sem, float* part, int* count, int B,\n"
+        f"    int H, int H_kv, int N_q, int N_k, int n_qp, int sec, int whole, int pieces, float scale_log2,\n"
+        f"    float scale) {{\n"
+        f"  sm90::flash_bwd_sm90<T_{name}>(tmQ, tmK, tmV, tmdO, lse2, delta, dq_acc, dk, dv, sem, part, count, B,\n"
+        f"                                H, H_kv, N_q, N_k, n_qp, sec, whole, pieces, scale_log2, scale);\n"
         f"}}\n"
     )
 
@@ -115,7 +149,8 @@ def _tensor_maps(index: int, dtype: str, cfg, q, k, v, dout) -> list:
 
 
 def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False,
-             _trace=None, _defines: tuple[str, ...] | None = None, _sections: int | None = None):
+             _trace=None, _defines: tuple[str, ...] | None = None, _sections: int | None = None,
+             _pieces: int | None = None):
     """dQ, dK, dV of softmax(scale q k^T [+ causal mask]) v given dO = `dout`, on an sm_90 GPU.
 
     Arguments and results as ``kernels.flash_bwd_sm80.backward``: q (B, H, N_q, d), k and v (B, H_kv, N_k,
@@ -124,7 +159,9 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     its fields); None asks the model.  deterministic: the dQ adds of each query tile in key-tile order.
     Returns dq like q, dk and dv like k and v (contiguous).  ``_trace``: a profiling buffer for the
     IOM_BWD90_TRACE or IOM_BWD90_CTA_TIMES switch (in ``_defines``), passed in the semaphores' place;
-    ``_sections``: the (KV head, batch) groups of a scheduling section (groups_per_section by default)."""
+    ``_sections``: the (KV head, batch) groups of a scheduling section (groups_per_section by default);
+    ``_pieces``: the tail split's pieces (tail_split's by default; 1: none).  The CTA timelines' buffer
+    needs 16 ints a CTA of the grid (`grid_size`)."""
     import torch
 
     call = prepare(DETERMINISTIC if deterministic else FAMILY, q, k, v, causal, config, scale)
@@ -143,10 +180,15 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     groups = B * H_kv
     sec = (groups_per_section(s, cfg.block_n, driver.device_props(dev).multi_processor_count) if _sections is None
            else max(1, min(int(_sections), groups)))
-    driver.launch(main, (math.ceil(N_k / cfg.block_n) * groups, 1, 1), (cfg.threads, 1, 1),
-                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), i32(B),
-                   i32(H), i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), i32(sec), f32(call.scale * runtime.LOG2E),
-                   f32(call.scale)],
+    whole, pieces = launch_split(s, cfg, driver.device_props(dev).multi_processor_count, ws.n_qp, _pieces)
+    tail = (math.ceil(N_k / cfg.block_n) * groups - whole) if pieces > 1 else 0
+    # the pieces' partial dK and dV (2 d floats a consumer thread) and an arrival counter a split unit
+    part = runtime.empty((tail * pieces * 2 * s["d"] * 128 * cfg.consumers,), torch.float32, q.device) if tail else None
+    count = torch.zeros((tail,), dtype=torch.int32, device=q.device) if tail else None
+    driver.launch(main, (whole + tail * pieces, 1, 1), (cfg.threads, 1, 1),
+                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), ptr(part),
+                   ptr(count), i32(B), i32(H), i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), i32(sec), i32(whole),
+                   i32(pieces), f32(call.scale * runtime.LOG2E), f32(call.scale)],
                   call.smem)
     bwd_rows.launch_convert(convert, ws, s, call.scale)
     return ws.dq, ws.dk, ws.dv

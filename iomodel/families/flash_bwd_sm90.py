@@ -176,10 +176,22 @@ def _diagram(causal: bool, gqa: bool):
 #: but the kernel's own 13 (K/V full; Q and dO full and empty per slot; dQ full and empty per consumer
 #: warpgroup, at two slots and two consumers) and the 1024 bytes of alignment slack: with them the model's
 #: SMEM is the shipped configs' `smem_bytes()` to the byte (tests/iomodel/test_backward_sm90_family.py).
+#: The tail split (``iomodel.perf.tail_pieces``; the kernel's span_of and combine_pieces): without a mask
+#: every CTA streams the same query tiles, and the last wave of a grid of CTAs that does not divide by the
+#: SMs would leave the rest idle (2048 CTAs over 132 SMs: the 16th wave half full, 3.1% of the SMs' time
+#: at d = 128 in docs/kernels_bwd_sm90.md).  Its units run as up to TAIL_PIECES_MAX pieces, each piece
+#: writing its dK and dV partial sums (2 d x 128 floats a consumer warpgroup) for the last to add up.  A
+#: piece costs about 10.5 us more than its query tiles (K and V loaded again, the partial sums written and
+#: read, a launch gap), five 64-row tiles at d = 128: what the CTA timelines of the split lost against its
+#: ideal on the H100 at N = 4096 and 16384 (validation/results/profile-bwd-sm90-h100-2026-11-24/
+#: tail-split-ab.json: spans 2308 -> 2287 us and 9021 -> 8822 us).
+TAIL_PIECES_MAX = 8
+TAIL_OVERHEAD_STEPS = 5.0
 KERNEL_MBARRIERS = 1 + 4 * 2 + 2 * 2
 BACKWARD_PLAN_SM90 = dataclasses.replace(WGMMA.plan, interleave_max=1.0, step_latency_cycles_per_warp=80.0,
                                          block_latency_cycles=6000.0, sync_bytes_per_buffer=0,
-                                         smem_slack_bytes=ALIGN_SLACK_BYTES + MBARRIER_BYTES * KERNEL_MBARRIERS)
+                                         smem_slack_bytes=ALIGN_SLACK_BYTES + MBARRIER_BYTES * KERNEL_MBARRIERS,
+                                         tail_pieces_max=TAIL_PIECES_MAX, tail_overhead_steps=TAIL_OVERHEAD_STEPS)
 
 #: The deterministic mode orders each query tile's reduce-adds by key tile, the last first: the dQ writer
 #: waits on the semaphore until the CTAs of the later key tiles (launched earlier) have added their slices

@@ -138,6 +138,24 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 __device__ __forceinline__ void red_release_add(int* p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(reinterpret_cast<u64>(p)), "r"(v) : "memory");
 }
+__device__ __forceinline__ void st_global_v4(float* p, float a, float b, float c, float d) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<u64>(p)), "f"(a), "f"(b), "f"(c),
+                 "f"(d) : "memory");
+}
+// Read at the L2 (another SM's writes: this SM's L1 may hold nothing of them, but never trust it).
+__device__ __forceinline__ float4 ld_global_cg_v4(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(reinterpret_cast<u64>(p)) : "memory");
+    return v;
+}
+// A named barrier over `count` threads that returns whether any of them passed `v` true.
+__device__ __forceinline__ bool named_bar_or(u32 id, u32 count, bool v) {
+    u32 r;
+    asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n"
+                 " selp.u32 %0, 1, 0, q;\n}" : "=r"(r) : "r"(u32(v)), "r"(id), "r"(count) : "memory");
+    return r != 0;
+}
 __device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
@@ -170,6 +188,28 @@ __host__ __device__ __forceinline__ BwdUnit unit_of(int id, int num_n, int H_kv,
     return {T::kDeterministic ? num_n - 1 - step : step, g % H_kv, g / H_kv};
 }
 
+// The tail split: with `pieces` > 1 the units from `whole` on (the last wave's, when every unit costs the
+// same) run as `pieces` CTAs each, piece p streaming the p-th share of the unit's query tiles, so that the
+// last wave's units fill every SM instead of half of them.  Their dK and dV are partial sums, combined
+// by the unit's last piece to finish (combine_pieces).  A CTA's query tiles are the (query head hi, tile m)
+// pairs of its share, head by head: from (hi0, m0) to (hi1, m1), m1 excluded; a whole unit has them all.
+struct BwdSpan {
+    int hi0, m0, hi1, m1;
+    int slot;    // the piece's index among all pieces (-1: a whole unit)
+};
+__host__ __device__ __forceinline__ BwdSpan span_of(int id, int whole, int pieces, int group, int m_first,
+                                                    int num_m) {
+    const int len = num_m - m_first;
+    if (id < whole || pieces <= 1 || len <= 0) return {0, m_first, group - 1, num_m, -1};
+    const int slot = id - whole, piece = slot % pieces, total = group * len;
+    const int t0 = piece * total / pieces, t1 = (piece + 1) * total / pieces;
+    return {t0 / len, m_first + t0 % len, (t1 - 1) / len, m_first + (t1 - 1) % len + 1, slot};
+}
+// The unit of CTA `id` under the tail split: the pieces of a unit are consecutive CTAs.
+__host__ __device__ __forceinline__ int unit_id(int id, int whole, int pieces) {
+    return id < whole || pieces <= 1 ? id : whole + (id - whole) / pieces;
+}
+
 // The first query tile that sees any key of key tile n (bottom-right causal); 0 without masking.
 template <class T>
 __device__ __forceinline__ int first_m_block(int n0, int offset) {
@@ -182,7 +222,8 @@ __device__ __forceinline__ int first_m_block(int n0, int offset) {
 template <class T>
 __device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, const TmaDesc& tmV,
                                         const TmaDesc& tmdO, const float* lse2, const float* delta, u32 smem0,
-                                        BwdUnit u, int H, int group, int n_qp, int m_first, int num_m) {
+                                        BwdUnit u, int H, int group, int n_qp, BwdSpan sp, int m_first,
+                                        int num_m) {
     const u32 sBar = smem0 + T::kOffBar;
     constexpr int S = T::kStages;
     const int n_block = u.n, h_kv = u.h_kv, b = u.b;
@@ -196,9 +237,10 @@ __device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, 
     }
     int stage = 0;
     u32 phase = 0;
-    for (int h = h_kv * group, h_end = h + group; h < h_end; ++h) {
+    for (int hi = sp.hi0; hi <= sp.hi1; ++hi) {
+        const int h = h_kv * group + hi;
         const size_t row0 = (size_t(b) * H + h) * n_qp;
-        for (int m = m_first; m < num_m; ++m) {
+        for (int m = hi == sp.hi0 ? sp.m0 : m_first, m_end = hi == sp.hi1 ? sp.m1 : num_m; m < m_end; ++m) {
             const u32 fullQ = sBar + 8u * (1 + stage), emptyQ = sBar + 8u * (1 + S + stage);
             const u32 fullDO = sBar + 8u * (1 + 2 * S + stage), emptyDO = sBar + 8u * (1 + 3 * S + stage);
             mbar_wait(emptyQ, phase ^ 1);
@@ -350,16 +392,16 @@ __device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 s
 // see fewest query tiles then never wait long); the semaphore counts the CTAs that have added theirs.
 template <class T>
 __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int bh0, int n_block, int group,
-                                         int n_qp, int m_first, int num_m, int num_n, int offset) {
+                                         int n_qp, BwdSpan sp, int m_first, int num_m, int num_n, int offset) {
     constexpr u32 kBytes = 64 * T::kSlice * 4;   // one warpgroup's slice
     const u32 sBar = smem0 + T::kOffBar + 8u * (1 + 4 * T::kStages);
     u32 parity = 0;
     // per-head pointers and 32-bit offsets inside a head: the producer warpgroup's registers are few
-    for (int hi = 0; hi < group; ++hi) {
+    for (int hi = sp.hi0; hi <= sp.hi1; ++hi) {
         const size_t bh = size_t(bh0) + hi;
         float* head_dst = dq_acc + bh * n_qp * T::kHeadDim;
         int* head_sem = sem + bh * num_m;
-        for (int m = m_first; m < num_m; ++m) {
+        for (int m = hi == sp.hi0 ? sp.m0 : m_first, m_end = hi == sp.hi1 ? sp.m1 : num_m; m < m_end; ++m) {
             for (int wg = 0; wg < T::kConsumers; ++wg) mbar_wait(sBar + 8u * wg, parity);
             if constexpr (T::kDeterministic) {
                 const int turn = last_n_block<T>(m, num_n, offset) - n_block;
@@ -382,6 +424,57 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
         }
     }
     bulk_wait();   // the last adds are done before the CTA's shared memory goes
+}
+
+// A piece's dK and dV partial sums (tail split): each consumer thread writes its accumulator registers to
+// the piece's slot in `part` (register i of every thread side by side, so a warp's 16-byte stores are
+// contiguous; only the same thread of another piece reads them, so the registers' layout never matters),
+// then the unit's arrival counter is bumped; the last piece to arrive reads every piece's slot in piece
+// order (its own too: the sum is the same bits whichever piece is last), resets the counter for the next
+// launch and stores dK and dV.  Returns whether this CTA is that last piece.
+template <class T>
+__device__ __forceinline__ bool combine_pieces(float* part, int* count, int slot, int pieces,
+                                               float (&dk)[T::kHeadDim / 2], float (&dv)[T::kHeadDim / 2],
+                                               int ctid) {
+    constexpr int kQuads = T::kHeadDim / 8;                 // float4s of dK (and of dV) a thread holds
+    constexpr int kThreadsC = 128 * T::kConsumers;
+    constexpr size_t kPiece = size_t(2) * kQuads * kThreadsC * 4;   // floats of one piece's slot
+    float* mine = part + size_t(slot) * kPiece;
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i) {
+        st_global_v4(mine + (size_t(i) * kThreadsC + ctid) * 4, dk[4 * i], dk[4 * i + 1], dk[4 * i + 2], dk[4 * i + 3]);
+        st_global_v4(mine + (size_t(kQuads + i) * kThreadsC + ctid) * 4, dv[4 * i], dv[4 * i + 1], dv[4 * i + 2],
+                     dv[4 * i + 3]);
+    }
+    __threadfence();                                        // this thread's slot before the counter
+    const int unit = slot / pieces;
+    bool last = false;
+    if (ctid == 0) last = atomicAdd(count + unit, 1) == pieces - 1;
+    if (!named_bar_or(2, kThreadsC, last)) return false;
+    if (ctid == 0) count[unit] = 0;                        // every piece has arrived: left at zero
+    __threadfence();                                        // the other pieces' slots after their counts
+    const float* first = part + size_t(unit) * pieces * kPiece;
+    auto sum_into = [&](float (&acc)[T::kHeadDim / 2], int base) {
+#pragma unroll
+        for (int i = 0; i < kQuads; ++i) {
+            const size_t at = (size_t(base + i) * kThreadsC + ctid) * 4;
+            float4 a = ld_global_cg_v4(first + at);
+            for (int p = 1; p < pieces; ++p) {
+                const float4 b = ld_global_cg_v4(first + p * kPiece + at);
+                a.x += b.x;
+                a.y += b.y;
+                a.z += b.z;
+                a.w += b.w;
+            }
+            acc[4 * i] = a.x;
+            acc[4 * i + 1] = a.y;
+            acc[4 * i + 2] = a.z;
+            acc[4 * i + 3] = a.w;
+        }
+    };
+    sum_into(dk, 0);
+    sum_into(dv, kQuads);
+    return true;
 }
 
 // IOM_BWD90_TRACE (profiling only): thread 0 of each consumer warpgroup of CTA (0, 0, 0) writes clock64 at
@@ -417,8 +510,9 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                const TmaDesc& tmdO, const float* __restrict__ lse2,
                                                const float* __restrict__ delta, float* __restrict__ dq_acc,
                                                u16* __restrict__ dk, u16* __restrict__ dv, int* __restrict__ sem,
-                                               int B, int H, int H_kv, int N_q, int N_k, int n_qp, int sec,
-                                               float scale_log2, float scale) {
+                                               float* __restrict__ part, int* __restrict__ count, int B, int H,
+                                               int H_kv, int N_q, int N_k, int n_qp, int sec, int whole,
+                                               int pieces, float scale_log2, float scale) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sBar = smem0 + T::kOffBar;
@@ -426,10 +520,11 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const int group = H / H_kv;
     const int offset = N_k - N_q;
     const int num_n = (N_k + T::kBlockN - 1) / T::kBlockN;
-    const BwdUnit u = unit_of<T>(blockIdx.x, num_n, H_kv, H_kv * B, sec);
+    const BwdUnit u = unit_of<T>(unit_id(blockIdx.x, whole, pieces), num_n, H_kv, H_kv * B, sec);
     const int n0 = u.n * T::kBlockN;
     const int num_m = n_qp / T::kBlockM;
     const int m_first = first_m_block<T>(n0, offset);
+    const BwdSpan sp = span_of(blockIdx.x, whole, pieces, group, m_first, num_m);
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
 
     if (threadIdx.x == 0) {
@@ -462,10 +557,10 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
     if (warpgroup == 0) {
         setmaxnreg_dec<T::kProducerRegs>();
         if (threadIdx.x == 0 && m_first < num_m)
-            produce<T>(tmQ, tmK, tmV, tmdO, lse2, delta, smem0, u, H, group, n_qp, m_first, num_m);
+            produce<T>(tmQ, tmK, tmV, tmdO, lse2, delta, smem0, u, H, group, n_qp, sp, m_first, num_m);
         else if (threadIdx.x == 32 && m_first < num_m) {
-            write_dq<T>(dq_acc, sem, smem0, u.b * H + u.h_kv * group, u.n, group, n_qp, m_first, num_m, num_n,
-                        offset);
+            write_dq<T>(dq_acc, sem, smem0, u.b * H + u.h_kv * group, u.n, group, n_qp, sp, m_first, num_m,
+                        num_n, offset);
             IOM_CTA_TIME(5);
         }
         return;
@@ -490,8 +585,8 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
     if (threadIdx.x == 128) IOM_CTA_TIME(2);
     int stage = 0, buf = 0, tile_i = 0;
     u32 phase = 0;
-    for (int hi = 0; hi < group; ++hi) {
-        for (int m = m_first; m < num_m; ++m) {
+    for (int hi = sp.hi0; hi <= sp.hi1; ++hi) {
+        for (int m = hi == sp.hi0 ? sp.m0 : m_first, m_end = hi == sp.hi1 ? sp.m1 : num_m; m < m_end; ++m) {
             const u32 sQ = smem0 + T::kOffQ + stage * T::kBytesQ, sdO = smem0 + T::kOffDO + stage * T::kBytesQ;
             const u32 sL = smem0 + T::kOffL + stage * T::kBytesRow, sD = smem0 + T::kOffD + stage * T::kBytesRow;
             const u32 sDS = smem0 + T::kOffDS + buf * T::kBytesDS;
@@ -564,6 +659,7 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
         }
     }
     if (threadIdx.x == 128) IOM_CTA_TIME(3);
+    if (sp.slot >= 0 && !combine_pieces<T>(part, count, sp.slot, pieces, acc_dk, acc_dv, wg * 128 + tid)) return;
     const size_t kv = (size_t(u.b) * H_kv + u.h_kv) * N_k;
     store_rows<T>(dk + kv * T::kHeadDim, acc_dk, key, lane, N_k, scale);
     store_rows<T>(dv + kv * T::kHeadDim, acc_dv, key, lane, N_k, 1.f);
@@ -575,7 +671,9 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
 // Kernel instantiation (kernels/flash_bwd_sm90.py emits it with the config's numbers):
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, ... tmK, ... tmV, ... tmdO, const float* lse2, const float* delta,
-//        float* dq_acc, u16* dk, u16* dv, int* sem, int B, int H, int H_kv, int N_q, int N_k, int n_qp, int sec,
-//        float scale_log2, float scale)
-// on a 1-D grid of ceil(N_k / kBlockN) * H_kv * B CTAs (unit_of: the order of their units; sec the (KV head,
-// batch) groups of a section); sem: B * H * n_qp / kBlockM zeroed ints (deterministic) or null.
+//        float* dq_acc, u16* dk, u16* dv, int* sem, float* part, int* count, int B, int H, int H_kv, int N_q,
+//        int N_k, int n_qp, int sec, int whole, int pieces, float scale_log2, float scale)
+// on a 1-D grid of whole + (units - whole) * pieces CTAs, units = ceil(N_k / kBlockN) * H_kv * B (unit_of: the
+// order of the units; sec the (KV head, batch) groups of a section; unit_id and span_of: the tail split);
+// sem: B * H * n_qp / kBlockM zeroed ints (deterministic) or null; with pieces > 1, part: (units - whole) *
+// pieces slots of 2 d x 128 kConsumers floats, count: units - whole zeroed ints (left at zero).

@@ -102,6 +102,35 @@ def test_deterministic_is_predicted_no_faster_than_atomic():
     assert choose([ATOMIC, DETERMINISTIC], "h100-sxm", SHAPE).kernel == ATOMIC
 
 
+def test_the_tail_split_shortens_an_unmasked_grid_only():
+    """Without a mask the main kernel's last partial wave runs in pieces (perf.tail_pieces, as the
+    launcher's): fractional waves, the busiest SM's work and so the time below the unsplit plan's; under a
+    causal mask the plan drops it.  The split is what the kernel's launcher picks for the same shape."""
+    import dataclasses
+
+    from iomodel import perf
+    from kernels.flash_bwd_sm90 import tail_split
+
+    cfg = next(c for c in SHIPPED if c.head_dim == 128)
+    fam = families.get(ATOMIC)
+    for n in (4096, 16384):
+        shape = {**SHAPE, "B": 16384 // n, "N_q": n, "N_k": n, "d": 128, "H": 16, "H_kv": 16}
+        for causal in (False, True):
+            s = {**shape, "causal": causal}
+            split = api.predict(ATOMIC, "h100-sxm", s, cfg)
+            main = max(split.kernels, key=lambda k: k["time_s"])
+            whole, pieces = tail_split(check_shape(fam, s), cfg, 132, n)
+            assert (pieces > 1) == (not causal) and whole == (2048 - 2048 % 132 if pieces > 1 else 2048)
+            assert (split.waves < 16) == (not causal) and main["blocks"] == 2048
+            model = api.family_model(ATOMIC, causal, False, "bf16")
+            values = api.symbol_values(ATOMIC, check_shape(fam, s), [cfg])
+            spec = resolve_gpu("h100-sxm")
+            cal = api.resolve_calibration(spec, "auto")
+            unsplit = perf.ProgramModel(model.kernels, [dataclasses.replace(p, tail_pieces_max=1) for p in model.plans])
+            t0 = float(unsplit.evaluate(values, spec, cal)["time_s"][0])
+            assert (split.time_s < t0 * 0.995) == (not causal), (n, causal, split.time_s, t0)
+
+
 def test_invalid_configs_and_gpus_give_a_clear_model_error():
     with pytest.raises(ModelError, match=r"cannot build 96x128 c2 s2: block_m must be"):
         api.predict(ATOMIC, "h100-sxm", SHAPE, {**CONFIG, "block_m": 96})

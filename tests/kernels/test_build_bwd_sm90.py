@@ -91,6 +91,17 @@ def test_a_causal_section_is_about_one_wave_of_ctas():
     assert flash_bwd_sm90.groups_per_section({**tiny, "B": 1, "H_kv": 2}, 128, 132) == 2
 
 
+def _host_program_lines(tmp_path, name: str, program: str) -> list[list[str]]:
+    """Build a host program over the kernel's header with nvcc, run it: its non-empty lines, split."""
+    src, exe = tmp_path / f"{name}.cu", tmp_path / name
+    src.write_text(program)
+    res = subprocess.run(["nvcc", compile.STD, f"-I{compile.CSRC}", str(src), "-o", str(exe)], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.split("\n") if line]
+
+
 _ORDER_PROGRAM = r"""
 #include "flash_bwd_sm90.cuh"
 #include <cstdio>
@@ -120,14 +131,7 @@ def test_launch_order_covers_every_unit_once_in_its_schedule(tmp_path):
     old order (a group's key tiles in turn); inside a section the key tiles longest first (from the first;
     the deterministic mode from the last), so a deterministic CTA's dQ adds only wait on key tiles of its
     group that were launched before it."""
-    src = tmp_path / "order.cu"
-    src.write_text(_ORDER_PROGRAM)
-    exe = tmp_path / "order"
-    res = subprocess.run(["nvcc", compile.STD, f"-I{compile.CSRC}", str(src), "-o", str(exe)], capture_output=True,
-                         text=True)
-    assert res.returncode == 0, res.stderr
-    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
-    cases = [line.split() for line in lines if line]
+    cases = _host_program_lines(tmp_path, "order", _ORDER_PROGRAM)
     assert len(cases) == 12
     for fields in cases:
         det, num_n, _h_kv, groups, sec = map(int, fields[:5])
@@ -146,6 +150,70 @@ def test_launch_order_covers_every_unit_once_in_its_schedule(tmp_path):
             if det:
                 assert all((m, g) in seen for m in range(n + 1, num_n)), fields[:5]
             seen.add((n, g))
+
+
+_SPAN_PROGRAM = r"""
+#include "flash_bwd_sm90.cuh"
+#include <cstdio>
+int main() {
+    // units, whole, pieces, group, m_first, num_m
+    const int cases[][6] = {{10, 6, 3, 1, 0, 8}, {10, 6, 5, 2, 0, 7}, {7, 0, 4, 3, 2, 9}, {5, 4, 8, 1, 0, 32},
+                            {6, 6, 1, 2, 0, 5}, {9, 7, 2, 4, 3, 4}};
+    for (const auto& c : cases) {
+        const int units = c[0], whole = c[1], pieces = c[2];
+        printf("%d %d %d %d %d %d", c[0], c[1], c[2], c[3], c[4], c[5]);
+        for (int id = 0; id < whole + (units - whole) * pieces; ++id) {
+            const sm90::BwdSpan s = sm90::span_of(id, whole, pieces, c[3], c[4], c[5]);
+            printf(" %d,%d,%d,%d,%d,%d", sm90::unit_id(id, whole, pieces), s.hi0, s.m0, s.hi1, s.m1, s.slot);
+        }
+        printf("\n");
+    }
+}
+"""
+
+
+@needs_nvcc
+def test_the_tail_split_streams_every_query_tile_of_a_unit_once(tmp_path):
+    """span_of and unit_id, compiled for the host: the units before `whole` whole; every later unit's
+    pieces are consecutive CTAs whose (query head, query tile) spans partition the unit's, in order; each
+    piece's slot is its index among the pieces (combine_pieces reads slot / pieces as the unit)."""
+    lines = _host_program_lines(tmp_path, "span", _SPAN_PROGRAM)
+    assert len(lines) == 6
+    for fields in lines:
+        units, whole, pieces, group, m_first, num_m = map(int, fields[:6])
+        ctas = [tuple(map(int, f.split(","))) for f in fields[6:]]
+        covered: dict[int, list] = {}
+        for i, (unit, hi0, m0, hi1, m1, slot) in enumerate(ctas):
+            tiles = [(hi, m) for hi in range(hi0, hi1 + 1)
+                     for m in range(m0 if hi == hi0 else m_first, m1 if hi == hi1 else num_m)]
+            covered.setdefault(unit, []).extend(tiles)
+            if i < whole or pieces == 1:
+                assert unit == i and slot == -1, fields[:6]
+            else:
+                assert slot == i - whole and unit == whole + slot // pieces, fields[:6]
+        want = [(hi, m) for hi in range(group) for m in range(m_first, num_m)]
+        assert sorted(covered) == list(range(units)), fields[:6]
+        assert all(covered[u] == want for u in covered), fields[:6]          # once each, in stream order
+
+
+def test_the_tail_split_fills_the_last_wave():
+    """tail_split: no split under a causal mask or when the units fill whole waves; otherwise the last
+    wave's units in pieces whose rounds end sooner than one more whole unit would."""
+    from iomodel.perf import tail_pieces
+
+    cfg = {c.head_dim: c for c in SHIPPED}
+    base = {"B": 1, "H": 16, "H_kv": 16, "N_q": 16384, "N_k": 16384, "d": 128}
+    assert flash_bwd_sm90.tail_split({**base, "causal": True}, cfg[128], 132, 16384) == (2048, 1)
+    assert flash_bwd_sm90.tail_split({**base, "causal": False}, cfg[128], 128, 16384) == (2048, 1)
+    whole, pieces = flash_bwd_sm90.tail_split({**base, "causal": False}, cfg[128], 132, 16384)
+    assert whole == 2048 - 2048 % 132 and 1 < pieces <= 8
+    rounds = -(-(2048 - whole) * pieces // 132)
+    assert rounds / pieces < 1.0
+    assert flash_bwd_sm90.grid_size({**base, "causal": False}, cfg[128], 132, 16384) == whole + 68 * pieces
+    # pieces of fewer than four query tiles are not made (N = 512: 8 tiles of 64 rows, at most 2 pieces)
+    short = {**base, "N_q": 512, "N_k": 512, "B": 33, "causal": False}
+    assert flash_bwd_sm90.tail_split(short, cfg[128], 132, 512)[1] <= 2
+    assert tail_pieces(2048, 132, 256, 2.0, 1) == (1, 16.0, 16.0)
 
 
 @needs_nvcc

@@ -152,6 +152,34 @@ def test_hopper_launch_sections_leave_the_gradients_as_they_were(deterministic):
             torch.equal(a, b) for a, b in zip(runs[0], runs[2]))
 
 
+@pytest.mark.parametrize("deterministic", (False, True))
+@pytest.mark.parametrize("d", (64, 128))
+def test_hopper_tail_pieces_leave_the_gradients_as_they_were(d, deterministic):
+    """The tail split (span_of, combine_pieces) forced onto every unit of a grid smaller than a wave, in
+    2, 3 and 8 pieces (GQA: a piece's span crosses query heads; odd N_q != N_k: the query and key tails):
+    each run within the rule, dK and dV within fp32 rounding of the unsplit run's, and in the
+    deterministic mode every split run the same bits on a second call; after a call the arrival counters
+    are back at zero, so a second call of the same launch is right too."""
+    if not _hopper():
+        pytest.skip("flash_bwd_sm90 needs an sm_90 GPU")
+    from kernels import flash_bwd_sm90
+
+    cfg = next(c for c in SHIPPED_SM90 if c.head_dim == d)
+    q, k, v, dout = make(2, 6, 3, 777, 650, d, torch.bfloat16)
+    out, lse = kernels.flash_attention(q, k, v, causal=False, return_lse=True)
+    call = lambda p: flash_bwd_sm90.backward(dout, q, k, v, out, lse, causal=False, config=cfg,  # noqa: E731
+                                             deterministic=deterministic, _pieces=p)
+    whole = call(1)
+    for pieces in (2, 3, 8):
+        first, again = call(pieces), call(pieces)
+        for run in (first, again):
+            check_rule(run, q, k, v, dout, False)
+            for a, b in zip(run[1:], whole[1:]):
+                assert torch.allclose(a.float(), b.float(), rtol=1e-2, atol=1e-2 * b.float().abs().max().item())
+        if deterministic:
+            assert all(torch.equal(a, b) for a, b in zip(first, again)), pieces
+
+
 def test_hopper_picks_its_own_backward():
     """With config=None an sm_90 GPU runs the model's pick over both backward families: the wgmma one."""
     if not _hopper():

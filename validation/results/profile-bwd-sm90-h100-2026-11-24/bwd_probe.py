@@ -1,9 +1,10 @@
 """Hopper backward probe: (1) CTA timelines (IOM_BWD90_CTA_TIMES): launch gaps, prologue, epilogue and the
 last wave's idle SMs; (2) the causal launch order's sections against SDPA cuDNN's backward, interleaved;
 (3) `timeline-persistent`, `persistent`: the persistent grid of tried-persistent.patch against one CTA a
-unit (those two need the patch applied: main's backward takes no `_persistent`).
+unit (those two need the patch applied: main's backward takes no `_persistent`); (4) `tail`: the tail split
+(the last wave's units in pieces) against whole units and cuDNN, interleaved, and its CTA timelines.
 Run from the repository root:
-PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections]."""
+PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections] [tail]."""
 import json, math, os, sys, time
 
 import numpy as np
@@ -36,12 +37,18 @@ def flops(B, H, N, d, causal):
     return 2.5 * 4 * B * H * N * N * d / (2 if causal else 1)
 
 
-def timeline(B, H, N, d, causal, sec=None, persistent=None):
+def timeline(B, H, N, d, causal, sec=None, persistent=None, pieces=None):
     q, k, v, out, lse, do = make(B, H, N, d, causal, 7)[:6]
     cfg = CFG[d]
-    nblk = math.ceil(N / cfg.block_n) * H * B
+    shape = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    split = getattr(flash_bwd_sm90, "grid_size", None)   # the tail split (absent before it)
+    nblk = (split(shape, cfg, sms, -(-N // cfg.block_m) * cfg.block_m, pieces) if split
+            else math.ceil(N / cfg.block_n) * H * B)
     buf = torch.zeros(nblk * 16, dtype=torch.int32, device="cuda")
     kw = dict(causal=causal, config=cfg, _trace=buf, _defines=("IOM_BWD90_CTA_TIMES",), _sections=sec)
+    if pieces is not None:
+        kw["_pieces"] = pieces
     if persistent is not None:   # (tried-persistent.patch only)
         kw["_persistent"] = persistent
     for _ in range(3):
@@ -53,7 +60,7 @@ def timeline(B, H, N, d, causal, sec=None, persistent=None):
     end = np.maximum(t4, t5)
     t0, tend = t1.min(), end.max()
     span = tend - t0
-    res = {"shape": [B, H, N, d, causal], "sec": sec, "persistent": persistent, "units": int(nblk),
+    res = {"shape": [B, H, N, d, causal], "sec": sec, "persistent": persistent, "pieces": pieces, "ctas": int(nblk),
            "span_us": span / 1e3,
            "timer_quantum_ns": int(np.min(np.diff(np.unique(np.concatenate([t1, t2, t3, t4]))))),
            "prologue_us_median": float(np.median(t2 - t1)) / 1e3, "loop_us_median": float(np.median(t3 - t2)) / 1e3,
@@ -153,3 +160,19 @@ if "sections" in what:
               (4, 16, 4096, 128, False, (1,)), (1, 16, 16384, 128, False, (1,))]
     rows = sections_ab(shapes)
     json.dump({**meta, "rows": rows}, open(f"{OUT}/sections-ab.json", "w"), indent=1)
+if "tail" in what:
+    # the tail split (span_of, combine_pieces): the model's pieces against one CTA a whole unit, cuDNN beside
+    timer = CudaEventTimer()
+    ours = {"tail split": {}, "no split": {"_pieces": 1}, "det, tail split": {"deterministic": True},
+            "det, no split": {"deterministic": True, "_pieces": 1}}
+    shapes = [(8, 16, 2048, 128, False), (4, 16, 4096, 128, False), (2, 16, 8192, 128, False),
+              (1, 16, 16384, 128, False), (4, 32, 4096, 64, False), (1, 32, 16384, 64, False),
+              (4, 16, 4096, 128, True)]
+    rows = [r for shape in shapes for r in against_cudnn(timer, shape, (31, 32), ours, rounds=7)]
+    tl = []
+    for shp in ((4, 16, 4096, 128, False), (1, 16, 16384, 128, False), (4, 32, 4096, 64, False)):
+        for p in (None, 1):
+            r = timeline(*shp, pieces=p)
+            tl.append(r)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}), flush=True)
+    json.dump({**meta, "rows": rows, "timelines": tl}, open(f"{OUT}/tail-split-ab.json", "w"), indent=1)
