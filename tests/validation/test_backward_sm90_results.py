@@ -1,9 +1,9 @@
 """The committed H100 runs of the Hopper backward (validation/results/h100-sxm-2026-11-24-run5.json, the
 first kernel; -run7.json and -run8.json, with 16-byte dK/dV stores and the causal launch order in
-sections; -run9.json, with the tail split) against what the docs and the issue notes say of them: every row checked, our kernel at least
+sections; -run9.json and -run10.json, with the tail split) against what the docs and the issue notes say of them: every row checked, our kernel at least
 1.6x SDPA's FlashAttention-2 backward from N = 2048 and at least 0.95x cuDNN's at d = 64, the model within
-a 10% median error on our rows.  (At d = 128 they are 0.94x to 1.02x, 0.94x to 1.06x, 0.97x to 1.08x and
-0.98x to 1.12x cuDNN's: the notes say so, nothing here hides it.)"""
+a 10% median error on our rows.  (At d = 128 they are 0.94x to 1.02x, 0.94x to 1.06x, 0.97x to 1.08x,
+0.98x to 1.12x and 0.975x to 1.095x cuDNN's: the notes say so, nothing here hides it.)"""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ from iomodel.accuracy import evaluate
 from iomodel.results import load_results
 
 RESULTS = Path(__file__).resolve().parents[2] / "validation" / "results"
-RUNS = [RESULTS / f"h100-sxm-2026-11-24-run{i}.json" for i in (5, 7, 8, 9)]
+RUNS = [RESULTS / f"h100-sxm-2026-11-24-run{i}.json" for i in (5, 7, 8, 9, 10)]
 pytestmark = pytest.mark.parametrize("run", RUNS, ids=lambda p: p.stem)
 
 
