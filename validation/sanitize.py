@@ -1,6 +1,7 @@
 """Small calls of the attention kernels for NVIDIA's compute-sanitizer (memcheck, racecheck): every shipped
 backward config, causal and not, atomic and deterministic, on shapes with tails, GQA and N_q != N_k:
-flash_bwd_sm80's everywhere, flash_bwd_sm90's on sm_90 devices (its wgmma and TMA code is sm_90a's).
+flash_bwd_sm80's everywhere, flash_bwd_sm90's on sm_90 devices (its wgmma and TMA code is sm_90a's), there
+also with its tail split forced onto every unit.
 
     compute-sanitizer --tool memcheck python -m validation.sanitize
     compute-sanitizer --tool racecheck python -m validation.sanitize
@@ -19,6 +20,10 @@ SHAPES = ((1, 2, 1, 77, 130), (1, 2, 2, 130, 77))
 #: the compute capability the wgmma backward is built for (sm_90a code runs on 9.0 only)
 WGMMA_CAPABILITY = (9, 0)
 CALLS_PER_CONFIG = 2 * 2 * len(SHAPES)   # causal and not, atomic and deterministic, each shape
+#: flash_bwd_sm90's tail split (its last wave's units in pieces whose partial dK, dV the last piece adds)
+#: forced onto these grids of fewer units than SMs: 3 pieces a unit, without a mask, both modes
+TAIL_PIECES = 3
+TAIL_CALLS_PER_CONFIG = 2 * len(SHAPES)
 
 
 def shipped_for(capability) -> list[tuple[str, object]]:
@@ -29,6 +34,15 @@ def shipped_for(capability) -> list[tuple[str, object]]:
     if tuple(capability) == WGMMA_CAPABILITY:
         out += [(flash_bwd_sm90.FAMILY.name, cfg) for cfg in flash_bwd_sm90.SHIPPED]
     return out
+
+
+def expected_calls(capability) -> int:
+    """The calls `main` makes on a device of this compute capability."""
+    from iomodel.families import flash_bwd_sm90
+
+    configs = shipped_for(capability)
+    return len(configs) * CALLS_PER_CONFIG + TAIL_CALLS_PER_CONFIG * sum(f == flash_bwd_sm90.FAMILY.name
+                                                                       for f, _ in configs)
 
 
 def _entry(family: str):
@@ -42,15 +56,16 @@ def _entry(family: str):
     return kernels.flash_attention_backward
 
 
-def _finite_call(torch, backward, cfg, causal: bool, det: bool, sizes) -> bool:
-    """One backward call on random inputs (out and LSE from our forward); whether its gradients are finite."""
+def _finite_call(torch, backward, cfg, causal: bool, det: bool, sizes, **extra) -> bool:
+    """One backward call on random inputs (out and LSE from our forward); whether its gradients are finite.
+    `extra`: keyword arguments of the family's backward (flash_bwd_sm90's `_pieces`)."""
     import kernels
 
     B, H, H_kv, N_q, N_k = sizes
     q, do = (torch.randn(B, H, N_q, cfg.head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.randn(B, H_kv, N_k, cfg.head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
-    grads = backward(do, q, k, v, out, lse, causal=causal, config=cfg, deterministic=det)
+    grads = backward(do, q, k, v, out, lse, causal=causal, config=cfg, deterministic=det, **extra)
     torch.cuda.synchronize()
     return all(bool(torch.isfinite(g).all()) for g in grads)
 
@@ -67,6 +82,13 @@ def main() -> int:
                 for sizes in SHAPES:
                     if not _finite_call(torch, backward, cfg, causal, det, sizes):
                         print(f"non-finite gradient: {cfg} causal={causal} deterministic={det}", file=sys.stderr)
+                        return 1
+                    calls += 1
+        if family == "flash_bwd_sm90":
+            for det in (False, True):
+                for sizes in SHAPES:
+                    if not _finite_call(torch, backward, cfg, False, det, sizes, _pieces=TAIL_PIECES):
+                        print(f"non-finite gradient: {cfg} tail pieces deterministic={det}", file=sys.stderr)
                         return 1
                     calls += 1
     print(f"calls {calls}")
