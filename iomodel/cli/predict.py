@@ -42,7 +42,7 @@ def describe_prediction(pred, spec, evaluated: int | None = None) -> str:
                  f"bottleneck: {pred.bottleneck}")
     spill = f" ({pred.spilled_regs:.0f} more spill to local memory)" if pred.spilled_regs else ""
     lines.append(f"  occupancy    {pred.blocks_per_sm:.0f} block(s)/SM (limited by {pred.occupancy_limit}), "
-                 f"{pred.waves:.0f} wave(s) over {spec.sm_count} SMs; {pred.regs_per_thread:.0f} regs/thread{spill}, "
+                 f"{pred.waves:.3g} wave(s) over {spec.sm_count} SMs; {pred.regs_per_thread:.0f} regs/thread{spill}, "
                  f"SMEM {pred.smem_bytes / 1024:.1f} KiB/block")
     terms = "  ".join(f"{k} {format_duration(v)}" for k, v in pred.terms.items())
     lines.append(f"  terms        {terms}   (busiest SM)")
