@@ -61,6 +61,11 @@ def tail_split(shape: dict, cfg, sms: int, n_qp: int) -> tuple[int, int]:
     return (units - units % sms, pieces) if pieces > 1 else (units, 1)
 
 
+def piece_floats(cfg) -> int:
+    """fp32 of one tail piece's slot (combine_pieces): d floats (dK's and dV's halves) a consumer thread."""
+    return cfg.head_dim * 128 * cfg.consumers
+
+
 def launch_split(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> tuple[int, int]:
     """(whole, pieces) of a launch: tail_split's, or `pieces` asked for (probes) over the same last wave."""
     if pieces is None:
@@ -182,8 +187,8 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
            else max(1, min(int(_sections), groups)))
     whole, pieces = launch_split(s, cfg, driver.device_props(dev).multi_processor_count, ws.n_qp, _pieces)
     tail = (math.ceil(N_k / cfg.block_n) * groups - whole) if pieces > 1 else 0
-    # the pieces' partial dK and dV (2 d floats a consumer thread) and an arrival counter a split unit
-    part = runtime.empty((tail * pieces * 2 * s["d"] * 128 * cfg.consumers,), torch.float32, q.device) if tail else None
+    # the pieces' partial dK and dV (d floats a consumer thread: d / 2 of each) and an arrival counter a split unit
+    part = runtime.empty((tail * pieces * piece_floats(cfg),), torch.float32, q.device) if tail else None
     count = torch.zeros((tail,), dtype=torch.int32, device=q.device) if tail else None
     driver.launch(main, (whole + tail * pieces, 1, 1), (cfg.threads, 1, 1),
                   [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), ptr(part),

@@ -131,10 +131,26 @@ def _padded_rows(shape) -> int:
     return shape["B"] * shape["H"] * blocks(shape["N_q"], tile) * tile
 
 
+#: the most SMs of the GPUs this family runs on (the hardware files' sm_90 parts: 132), which bounds the
+#: units of a grid's last partial wave
+HOPPER_SMS_MAX = 132
+
+
+def _tail_bytes(shape) -> float:
+    """At most what the tail split allocates (kernels.flash_bwd_sm90.piece_floats a piece): fewer units
+    than SMs in the last wave, TAIL_PIECES_MAX pieces each, d x 128 fp32 a consumer warpgroup, two of them
+    (both shipped configs), and a counter a unit."""
+    if shape.get("causal"):
+        return 0.0
+    units = blocks(shape["N_k"], WGMMA_M * 2) * shape["B"] * shape.get("H_kv", shape["H"])
+    tail = min(units, HOPPER_SMS_MAX)
+    return float(tail * (TAIL_PIECES_MAX * 4 * shape["d"] * 128 * 2 + 4))
+
+
 def _workspace_bytes(shape) -> float:
     """fp32 rows the launch allocates: D and the base-2 LSE, and the dQ accumulator (both modes: the
-    bulk reduce-adds land there)."""
-    return float(4 * _padded_rows(shape) * (shape["d"] + 2))
+    bulk reduce-adds land there); the tail split's partial sums."""
+    return float(4 * _padded_rows(shape) * (shape["d"] + 2)) + _tail_bytes(shape)
 
 
 def _deterministic_workspace_bytes(shape) -> float:
@@ -180,7 +196,7 @@ def _diagram(causal: bool, gqa: bool):
 #: every CTA streams the same query tiles, and the last wave of a grid of CTAs that does not divide by the
 #: SMs would leave the rest idle (2048 CTAs over 132 SMs: the 16th wave half full, 3.1% of the SMs' time
 #: at d = 128 in docs/kernels_bwd_sm90.md).  Its units run as up to TAIL_PIECES_MAX pieces, each piece
-#: writing its dK and dV partial sums (2 d x 128 floats a consumer warpgroup) for the last to add up.  A
+#: writing its dK and dV partial sums (d x 128 floats a consumer warpgroup) for the last to add up.  A
 #: piece costs about 10.5 us more than its query tiles (K and V loaded again, the partial sums written and
 #: read, a launch gap), five 64-row tiles at d = 128: what the CTA timelines of the split lost against its
 #: ideal on the H100 at N = 4096 and 16384 (validation/results/profile-bwd-sm90-h100-2026-11-24/

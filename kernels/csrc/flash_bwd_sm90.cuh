@@ -676,4 +676,4 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
 // on a 1-D grid of whole + (units - whole) * pieces CTAs, units = ceil(N_k / kBlockN) * H_kv * B (unit_of: the
 // order of the units; sec the (KV head, batch) groups of a section; unit_id and span_of: the tail split);
 // sem: B * H * n_qp / kBlockM zeroed ints (deterministic) or null; with pieces > 1, part: (units - whole) *
-// pieces slots of 2 d x 128 kConsumers floats, count: units - whole zeroed ints (left at zero).
+// pieces slots of d x 128 kConsumers floats, count: units - whole zeroed ints (left at zero).

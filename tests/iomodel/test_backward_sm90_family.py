@@ -149,8 +149,13 @@ def test_workspace_holds_the_accumulator_in_both_modes():
     atomic, determ = families.get(ATOMIC), families.get(DETERMINISTIC)
     s = check_shape(atomic, SHAPE)
     rows = 4 * 16 * 4096
-    assert atomic.workspace_bytes(s) == 4 * rows * (128 + 2)
+    # the tail split's partial sums, bounded: 132 units of the last wave, 8 pieces of d x 256 fp32, a counter
+    tail = 132 * (8 * 4 * 128 * 256 + 4)
+    assert atomic.workspace_bytes(s) == 4 * rows * (128 + 2) + tail
+    assert atomic.workspace_bytes({**s, "causal": True}) == 4 * rows * (128 + 2)   # no split under a mask
     assert determ.workspace_bytes(s) == atomic.workspace_bytes(s) + 4 * 4 * 16 * (4096 // 64)   # semaphores
+    from kernels.flash_bwd_sm90 import piece_floats
+    assert all(piece_floats(c) == c.head_dim * 256 for c in SHIPPED)   # the bound's slot, the launcher's
     big = check_shape(atomic, {"B": 64, "H": 32, "N_q": 65536, "d": 128})
     assert "the flash_bwd_sm90 kernel allocates" in fit_problem(atomic, spec, big)
 
