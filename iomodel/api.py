@@ -103,8 +103,8 @@ def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
         d = library.score_mods(d, mods)
     prog = as_program(d)
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
-    if causal or window is not None:   # a mask's blocks stream unequal steps: no tail split unless the code says
-        plans = [p if p.tail_split_causal else dataclasses.replace(p, tail_pieces_max=1) for p in plans]
+    if causal or window is not None:   # a mask's blocks stream unequal steps: the tail split is for equal ones
+        plans = [dataclasses.replace(p, tail_pieces_max=1) for p in plans]
     return build_model(derive(prog, exact=False), plans)
 
 

@@ -228,11 +228,11 @@ def tail_pieces(blocks, concurrent, steps, overhead_steps: float, max_pieces: in
     whole = (blocks - rem) / concurrent                    # full waves before the tail
     best_p, best_cost = np.ones_like(blocks + steps + concurrent), np.where(rem > 0, 1.0, 0.0)
     best_rounds = np.where(rem > 0, 1.0, 0.0)
+    overhead = overhead_steps / np.maximum(steps, 1)       # a piece's, in blocks
     for p in range(2, max(int(max_pieces), 1) + 1):
         rounds = np.ceil(rem * p / concurrent)
-        cost = rounds * (1.0 / p + overhead_steps / np.maximum(steps, 1))
-        margin = 1.0 - overhead_steps / np.maximum(steps, 1)
-        better = (rem > 0) & (steps >= p * TAIL_MIN_PIECE_STEPS) & (cost < best_cost - 1e-9) & (cost < margin)
+        cost = rounds * (1.0 / p + overhead)
+        better = (rem > 0) & (steps >= p * TAIL_MIN_PIECE_STEPS) & (cost < best_cost - 1e-9) & (cost < 1.0 - overhead)
         best_p = np.where(better, p, best_p)
         best_cost = np.where(better, cost, best_cost)
         best_rounds = np.where(better, rounds, best_rounds)

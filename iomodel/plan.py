@@ -47,10 +47,9 @@ class ExecutionPlan:
     # as up to this many pieces along its stream, each piece's accumulators combined by the last piece to
     # finish, so that the last wave fills the SMs; 1: never.  A piece costs the block's prologue and
     # epilogue again, counted as `tail_overhead_steps` stream steps when the kernel picks the count.  Only
-    # where every block streams the same steps (`tail_split_causal`: under a causal mask too)
+    # where every block streams the same steps: without a mask (``api.family_model``)
     tail_pieces_max: int = 1
     tail_overhead_steps: float = 0.0
-    tail_split_causal: bool = False
 
     def __post_init__(self):
         if self.overlap not in OVERLAP_MODES:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 
 from iomodel import families
 from iomodel.perf import tail_pieces
@@ -23,7 +22,7 @@ from .dispatch import prepare
 from .flash_sm90 import TMA_BOX_COLS, _tma_dims
 
 __all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "module", "kernel_names", "unit", "tail_split",
-           "launch_split", "grid_size"]
+           "piece_floats", "grid_size"]
 
 FAMILY = "flash_bwd_sm90"
 DETERMINISTIC = "flash_bwd_sm90_deterministic"
@@ -47,18 +46,26 @@ def groups_per_section(shape: dict, block_n: int, sms: int) -> int:
     return max(1, min(shape["B"] * shape["H_kv"], round(sms / num_n)))
 
 
-def tail_split(shape: dict, cfg, sms: int, n_qp: int) -> tuple[int, int]:
+def _units(shape: dict, cfg) -> int:
+    """The grid's units: (key tile, KV head, batch)."""
+    return -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
+
+
+def tail_split(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> tuple[int, int]:
     """(whole, pieces): the CTAs that run a whole unit, and the pieces each later unit (the last wave's)
     runs as (span_of and combine_pieces in the kernel).  The count is the model's (iomodel.perf.
     tail_pieces over the family's plan: one CTA an SM, a unit streaming every query tile of its group's
-    heads); (units, 1) under a causal mask, whose units differ and go longest first instead."""
-    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
-    plan = families.get(FAMILY).plan
-    if shape["causal"] or plan.tail_pieces_max <= 1:
+    heads), 1 under a causal mask, whose units differ and go longest first instead; `pieces` asks for
+    another count (probes) over the same last wave."""
+    units = _units(shape, cfg)
+    if pieces is None:
+        plan = families.get(FAMILY).plan
+        steps = shape["H"] // shape["H_kv"] * (n_qp // cfg.block_m)
+        pieces = 1 if shape["causal"] else tail_pieces(units, sms, steps, plan.tail_overhead_steps,
+                                                       plan.tail_pieces_max)[0]
+    if pieces <= 1 or units % sms == 0:
         return units, 1
-    steps = shape["H"] // shape["H_kv"] * (n_qp // cfg.block_m)
-    pieces = tail_pieces(units, sms, steps, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
-    return (units - units % sms, pieces) if pieces > 1 else (units, 1)
+    return units - units % sms, int(pieces)
 
 
 def piece_floats(cfg) -> int:
@@ -66,19 +73,10 @@ def piece_floats(cfg) -> int:
     return cfg.head_dim * 128 * cfg.consumers
 
 
-def launch_split(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> tuple[int, int]:
-    """(whole, pieces) of a launch: tail_split's, or `pieces` asked for (probes) over the same last wave."""
-    if pieces is None:
-        return tail_split(shape, cfg, sms, n_qp)
-    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
-    return (units - units % sms, int(pieces)) if pieces > 1 and units % sms else (units, 1)
-
-
 def grid_size(shape: dict, cfg, sms: int, n_qp: int, pieces: int | None = None) -> int:
     """CTAs of a launch (the profiling buffers' size): the whole units and the tail's pieces."""
-    units = -(-shape["N_k"] // cfg.block_n) * shape["B"] * shape["H_kv"]
-    whole, p = launch_split(shape, cfg, sms, n_qp, pieces)
-    return whole + (units - whole) * p
+    whole, p = tail_split(shape, cfg, sms, n_qp, pieces)
+    return whole + (_units(shape, cfg) - whole) * p
 
 
 def _b(flag: bool) -> str:
@@ -182,11 +180,10 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
 
     bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
     maps = _tensor_maps(dev, s["dtype"], cfg, q, k, v, dout)
-    groups = B * H_kv
-    sec = (groups_per_section(s, cfg.block_n, driver.device_props(dev).multi_processor_count) if _sections is None
-           else max(1, min(int(_sections), groups)))
-    whole, pieces = launch_split(s, cfg, driver.device_props(dev).multi_processor_count, ws.n_qp, _pieces)
-    tail = (math.ceil(N_k / cfg.block_n) * groups - whole) if pieces > 1 else 0
+    groups, sms = B * H_kv, driver.device_props(dev).multi_processor_count
+    sec = groups_per_section(s, cfg.block_n, sms) if _sections is None else max(1, min(int(_sections), groups))
+    whole, pieces = tail_split(s, cfg, sms, ws.n_qp, _pieces)
+    tail = _units(s, cfg) - whole
     # the pieces' partial dK and dV (d floats a consumer thread: d / 2 of each) and an arrival counter a split unit
     part = runtime.empty((tail * pieces * piece_floats(cfg),), torch.float32, q.device) if tail else None
     count = torch.zeros((tail,), dtype=torch.int32, device=q.device) if tail else None

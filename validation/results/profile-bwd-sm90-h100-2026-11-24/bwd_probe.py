@@ -5,7 +5,7 @@ unit (those two need the patch applied: main's backward takes no `_persistent`);
 (the last wave's units in pieces) against whole units and cuDNN, interleaved, and its CTA timelines.
 Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py [timeline] [sections] [tail]."""
-import json, math, os, sys, time
+import json, os, sys, time
 
 import numpy as np
 import torch
@@ -42,9 +42,7 @@ def timeline(B, H, N, d, causal, sec=None, persistent=None, pieces=None):
     cfg = CFG[d]
     shape = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    split = getattr(flash_bwd_sm90, "grid_size", None)   # the tail split (absent before it)
-    nblk = (split(shape, cfg, sms, -(-N // cfg.block_m) * cfg.block_m, pieces) if split
-            else math.ceil(N / cfg.block_n) * H * B)
+    nblk = flash_bwd_sm90.grid_size(shape, cfg, sms, -(-N // cfg.block_m) * cfg.block_m, pieces)
     buf = torch.zeros(nblk * 16, dtype=torch.int32, device="cuda")
     kw = dict(causal=causal, config=cfg, _trace=buf, _defines=("IOM_BWD90_CTA_TIMES",), _sections=sec)
     if pieces is not None:
