@@ -274,29 +274,39 @@ KNEE = 3.0
 
 
 def pages_per_step(values: Mapping[str, object], plan: ExecutionPlan) -> np.ndarray | float:
-    """The pages a stream step of a paged gather touches (``plan.paged_rows``): rows a step / rows a
-    page, rounded up, at least the one page holding the step (its index is read before its rows); 0
-    where the plan gathers nothing or the page size is 0 (a contiguous cache)."""
+    """The pages a stream step of a paged gather enters (``plan.paged_rows``): rows a step / rows a page
+    (a quarter where a page holds four steps); 0 where the plan gathers nothing or the page size is 0 (a
+    contiguous cache)."""
     if plan.paged_rows is None:
         return 0.0
     step, page = (np.asarray(values.get(name, 0.0), dtype=np.float64) for name in plan.paged_rows)
-    return np.where(page > 0, np.maximum(np.ceil(step / np.maximum(page, 1.0)), 1.0), 0.0)
+    return np.where(page > 0, step / np.maximum(page, 1.0), 0.0)
 
 
-def hbm_share(v: Mapping[str, np.ndarray], spec: GpuSpec, rates: Rates, occ, pages=0.0) -> np.ndarray:
+def gather_time(v: Mapping[str, np.ndarray], plan: ExecutionPlan, rates: Rates, share, resident,
+                pages) -> np.ndarray | float:
+    """The page walks of a paged gather on the busiest SM: each page a block's stream enters holds that
+    block's loads for ``plan.page_wait`` HBM latencies, one page after another within a block (blocks
+    resident together overlap theirs).  A floor under the stream's HBM time: with few blocks and small
+    pages it, not the bytes in flight, sets the pace."""
+    if not rates.hbm_latency or not plan.page_wait:
+        return 0.0
+    return v["steps_total"] * share * pages * plan.page_wait * rates.hbm_latency / resident
+
+
+def hbm_share(v: Mapping[str, np.ndarray], spec: GpuSpec, rates: Rates, occ) -> np.ndarray:
     """The share of the HBM bandwidth a grid draws.  With a measured latency, Little's law: the blocks
     running at once keep (stages - 1) stream steps of loads in flight each (one without a pipeline), a
-    step's bytes its share of the global traffic, each step's loads waiting the latency once and once
-    more for every page it gathers (``pages``); x = bytes in flight / (bandwidth x that wait) turns
-    into a share x / (1 + x^k)^(1/k), linear while latency-bound, 1 once busy.  Without one, a grid
-    smaller than the chip gets its SMs' share."""
+    step's bytes its share of the global traffic, each step's loads waiting the latency; x = bytes in
+    flight / (bandwidth x latency) turns into a share x / (1 + x^k)^(1/k), linear while latency-bound,
+    1 once busy.  Without one, a grid smaller than the chip gets its SMs' share."""
     blocks = v["blocks"]
     if not rates.hbm_latency:
         return np.minimum(blocks, spec.sm_count) / spec.sm_count
     running = np.minimum(blocks, spec.sm_count * occ)
     step_bytes = v["global_bytes"] / np.maximum(np.maximum(v["steps_total"], blocks), 1)
     in_flight = running * np.maximum(v["stages"] - 1, 1) * step_bytes
-    x = in_flight / (rates.hbm * rates.hbm_latency * (1 + pages))
+    x = in_flight / (rates.hbm * rates.hbm_latency)
     return np.clip(x / (1 + x ** KNEE) ** (1 / KNEE), 1e-6, 1.0)
 
 
@@ -341,7 +351,8 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     compute = _compute_time(t, v, spec, plan, threads, resident)
     t["sync"] = _sync_time(v, plan, rates, share, resident, starts)
     hbm = _hbm_bytes(ck, v, spec, occ, resident)
-    t["hbm"] = hbm / (rates.hbm * hbm_share(v, spec, rates, occ, pages_per_step(values, plan)))
+    t["hbm"] = np.maximum(hbm / (rates.hbm * hbm_share(v, spec, rates, occ)),
+                          gather_time(v, plan, rates, share, resident, pages_per_step(values, plan)))
     t["l2"] = v["global_bytes"] / rates.l2 if rates.l2 else np.zeros_like(t["hbm"])
     memory = np.maximum(t["hbm"], t["l2"])
     body = _body_time(compute + t["sync"], t["hbm"], t["l2"], v["stages"], resident, plan)

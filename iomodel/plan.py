@@ -39,10 +39,10 @@ class ExecutionPlan:
     tensor_reads_smem: bool = False        # the tensor instruction reads its SMEM operands itself (wgmma): that
     #                                        traffic runs under the matrix product instead of as a phase of its own
     # a stream whose rows are gathered page by page (a paged KV cache): the symbols of the rows a step
-    # loads and of the rows a page holds (its value 0: not paged).  Each page a step touches makes its
-    # loads wait one more HBM latency (the page's index before the rows; a step inside one page still
-    # reads its index): Little's law then needs that many more bytes in flight (``perf.hbm_share``)
+    # loads and of the rows a page holds (its value 0: not paged), and the HBM latencies a block's loads
+    # wait for each page its stream enters, one page after another (``perf.gather_time``; fitted)
     paged_rows: tuple[str, str] | None = None
+    page_wait: float = 0.0
     # the tail split (``perf.tail_pieces``): the kernel may run each block of its grid's last partial wave
     # as up to this many pieces along its stream, each piece's accumulators combined by the last piece to
     # finish, so that the last wave fills the SMs; 1: never.  A piece costs the block's prologue and

@@ -140,8 +140,12 @@ def _launch_symbols(shape) -> dict:
 #: The mma_sync style's plan with one barrier a chunk: the style's 70 cycles a warp per stream step were
 #: fitted on flash_sm80, whose warps meet twice a chunk; these warps meet once (their keys are their own).
 #: Unmeasured for this kernel: the model of a decode is its HBM term, which this does not move.
-#: A paged cache gathers each chunk's Bc rows from pages of `pg` rows (`paged_rows`).
-DECODE_PLAN = dataclasses.replace(MMA_SYNC.plan, step_latency_cycles_per_warp=35.0, paged_rows=("Bc", "pg"))
+#: A paged cache gathers each chunk's Bc rows from pages of `pg` rows (`paged_rows`); each page a CTA's
+#: stream enters holds its loads for 0.41 HBM latencies (`page_wait`): 0.215 us a page, what one CTA an SM
+#: streaming pages of 16 took at 1 GiB and 512 MiB (444 us for 2048 pages a CTA, 226 us for 1024; pages
+#: of 256 near the contiguous cache), validation/results/profile-paged-h100-2026-11-24/table-prefetch-ab.json.
+DECODE_PLAN = dataclasses.replace(MMA_SYNC.plan, step_latency_cycles_per_warp=35.0, paged_rows=("Bc", "pg"),
+                                  page_wait=0.41)
 
 FAMILY = Family(
     name="flash_decode_sm80",

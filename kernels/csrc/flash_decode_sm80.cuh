@@ -53,17 +53,19 @@ template <class T, int BLOCK_N, int HEAD_DIM, int THREADS, bool PAGED>
 struct ChunkLoader {
     static constexpr int CPR = HEAD_DIM / 8;
     static constexpr int RSTEP = THREADS / CPR;
+    static constexpr int ROWS_T = BLOCK_N / RSTEP;   // rows of a chunk a thread copies
     static_assert(THREADS % CPR == 0 && BLOCK_N % RSTEP == 0 && RSTEP % 8 == 0, "threads must cover whole rows");
     const T* kg;   // the cache at this head and this thread's column chunk
     const T* vg;
     CacheRows<PAGED> rk, rv;
     u32 s_off;     // the thread's first row's chunk in a tile
-    int r0;
+    int r0, lane;
 
     __device__ __forceinline__ ChunkLoader(const T* kc, const T* vc, const CacheRows<PAGED>& k_rows,
                                            const CacheRows<PAGED>& v_rows, i64 k_sh, i64 v_sh, int hk, int tid)
         : rk(k_rows), rv(v_rows) {
         r0 = tid / CPR;
+        lane = tid & 31;
         const int c = tid % CPR;
         kg = kc + (i64)hk * k_sh + c * 8;
         vg = vc + (i64)hk * v_sh + c * 8;
@@ -76,7 +78,7 @@ struct ChunkLoader {
         const T* kp = kb + (i64)r0 * rk.sn;
         const T* vp = vb + (i64)r0 * rv.sn;
 #pragma unroll
-        for (int it = 0; it < BLOCK_N / RSTEP; ++it) {
+        for (int it = 0; it < ROWS_T; ++it) {
             const bool ok = n0 + r0 + it * RSTEP < L;
             const u32 dst = s_off + (u32)(it * RSTEP * CPR * 16);
             cp_async16(sK + dst, ok ? (const void*)kp : (const void*)kg, ok ? 16 : 0);
@@ -86,10 +88,49 @@ struct ChunkLoader {
         }
     }
 
-    // any rows: each row's page looked up (pages smaller than the chunk)
+    // The block table a window of 32 entries at a time in a warp's lanes (lane i holds entry 32 w + i of
+    // window w), the next window read as the current one is entered: a chunk's pages come from shuffles,
+    // and each table load is issued a window ahead of its use.  Read where a chunk's copies are issued,
+    // the table's load held them up every chunk, and read one chunk ahead it still did
+    // (validation/results/profile-paged-h100-2026-11-24).
+    struct PageWindow {
+        int w = -2, cur = -1, next = -1;   // the window's index, this lane's entry of it and of the next
+    };
+    static constexpr int MAX_WINDOW_GAP = 5;   // windows serve pages of BLOCK_N / 32 rows and larger
+
+    __device__ __forceinline__ int table_entry(int i, int L) const {   // -1 past the sequence's pages
+        return i < ((L + (1 << rk.shift) - 1) >> rk.shift) ? __ldg(rk.table + i) : -1;
+    }
+
+    // make the window of the chunk at key n0 current (chunks go forward; warp-uniform)
+    __device__ __forceinline__ void enter(PageWindow& win, int n0, int L) const {
+        const int w = (n0 >> rk.shift) >> 5;
+        if (w != win.w) {
+            win.cur = w == win.w + 1 ? win.next : table_entry(32 * w + lane, L);
+            win.next = table_entry(32 * (w + 1) + lane, L);
+            win.w = w;
+        }
+    }
+
+    // any rows, each row's page shuffled from the window (pages smaller than the chunk, or a bad page)
+    __device__ __forceinline__ void windowed(u32 sK, u32 sV, int n0, int L, int entries) const {
+        const int in_page = (1 << rk.shift) - 1;
+#pragma unroll
+        for (int it = 0; it < ROWS_T; ++it) {
+            const int j = n0 + r0 + it * RSTEP;
+            const int page = __shfl_sync(0xffffffffu, entries, (j >> rk.shift) & 31);
+            const bool ok = j < L && (unsigned)page < (unsigned)rk.num_pages;   // else zeros, no read
+            const i64 row = (i64)(j & in_page);
+            const u32 dst = s_off + (u32)(it * RSTEP * CPR * 16);
+            cp_async16(sK + dst, kg + (ok ? (i64)page * rk.sb + row * rk.sn : 0), ok ? 16 : 0);
+            cp_async16(sV + dst, vg + (ok ? (i64)page * rv.sb + row * rv.sn : 0), ok ? 16 : 0);
+        }
+    }
+
+    // any rows, each row's page read from the table (pages of fewer than BLOCK_N / 32 rows)
     __device__ __forceinline__ void gathered(u32 sK, u32 sV, int n0, int L) const {
 #pragma unroll
-        for (int it = 0; it < BLOCK_N / RSTEP; ++it) {
+        for (int it = 0; it < ROWS_T; ++it) {
             const int j = n0 + r0 + it * RSTEP;
             const u32 dst = s_off + (u32)(it * RSTEP * CPR * 16);
             const i64 ko = j < L ? rk.offset(j) : -1, vo = j < L ? rv.offset(j) : -1;
@@ -98,19 +139,22 @@ struct ChunkLoader {
         }
     }
 
-    __device__ __forceinline__ void load(u32 sK, u32 sV, int n0, int L) const {
+    // the chunk at key n0 (n0 < L; called by every thread of the CTA); `win` the table's window (paged)
+    __device__ __forceinline__ void load(u32 sK, u32 sV, int n0, int L, PageWindow& win) const {
         if constexpr (PAGED) {
-            if (rk.shift < LOG2_BLOCK_N) {
+            if (LOG2_BLOCK_N - rk.shift > MAX_WINDOW_GAP) {
                 gathered(sK, sV, n0, L);
                 return;
             }
-            // the chunk lies in one page (page sizes and chunks are powers of two)
-            const i64 ko = n0 < L ? rk.offset(n0) : -1, vo = n0 < L ? rv.offset(n0) : -1;
-            if (ko < 0 || vo < 0) {
-                gathered(sK, sV, n0, L);   // past the end or a bad page: the zero fill of the general path
+            enter(win, n0, L);
+            const int page = __shfl_sync(0xffffffffu, win.cur, (n0 >> rk.shift) & 31);
+            if (rk.shift < LOG2_BLOCK_N || (unsigned)page >= (unsigned)rk.num_pages) {
+                windowed(sK, sV, n0, L, win.cur);
                 return;
             }
-            strided(sK, sV, kg + ko, vg + vo, n0, L);
+            // the chunk lies in one page (page sizes and chunks are powers of two)
+            const i64 row = (i64)(n0 & ((1 << rk.shift) - 1));
+            strided(sK, sV, kg + (i64)page * rk.sb + row * rk.sn, vg + (i64)page * rv.sb + row * rv.sn, n0, L);
         } else {
             strided(sK, sV, kg + rk.offset(n0), vg + rv.offset(n0), n0, L);
         }
@@ -279,9 +323,10 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         cp_async16(sQ + (u32)((r * CPR + swizzle<CPR>(r, c)) * 16), src, ok ? 16 : 0);
     }
     cp_async_commit();
+    typename ChunkLoader<T, BLOCK_N, HEAD_DIM, THREADS, PAGED>::PageWindow window;   // the block table's
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (c0 + s < c1) loader.load(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES, (c0 + s) * BLOCK_N, L);
+        if (c0 + s < c1) loader.load(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES, (c0 + s) * BLOCK_N, L, window);
         cp_async_commit();
     }
 
@@ -318,7 +363,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         const int next = j + STAGES - 1;
         if (next < c1) {
             const u32 slot = sRing + ((next - c0) % STAGES) * SLOT_BYTES;
-            loader.load(slot, slot + CHUNK_BYTES, next * BLOCK_N, L);
+            loader.load(slot, slot + CHUNK_BYTES, next * BLOCK_N, L, window);
         }
         cp_async_commit();
 

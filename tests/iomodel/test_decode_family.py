@@ -180,21 +180,27 @@ def test_cli_predicts_and_searches_parts(cli):
     assert code == 0 and "flash-decode-combine" in out and "R=16" in out
 
 
-def test_a_paged_cache_waits_longer_and_takes_more_parts():
-    """Pages of 16 rows: a 64-row chunk gathers 4 pages, each one more HBM latency for its loads (the
-    page's index, then the data), so Little's law needs more bytes in flight: the pick splits more than
-    on the contiguous cache, and the same config is predicted slower; a chunk inside a page of 256 still
-    waits for that page's index."""
+def test_a_paged_cache_walks_its_pages_and_takes_more_parts():
+    """Pages of 16 rows: a 64-row chunk enters 4 pages, and each holds the CTA's loads for the plan's
+    page_wait HBM latencies, one after another.  With one part a sequence (64 CTAs at B = 8) the 2048
+    pages of a CTA's stream take longer than its bytes: the prediction is the page walks (plus the
+    launch), the same config is predicted slower than on the contiguous cache, and the pick splits more.
+    Pages of 256 (a page every four chunks) stay under the bytes: predicted as the contiguous cache."""
+    from iomodel.hardware.calibration import load_calibration
     from iomodel.perf import pages_per_step
 
     contiguous = dict(B=8, H=32, H_kv=8, N_q=1, N_k=32768, d=128)
     flat = choose([NAME], GPU, contiguous)
     paged = choose([NAME], GPU, {**contiguous, "page_size": 16})
-    assert paged.config.parts > flat.config.parts
+    assert flat.config.parts == 1 and paged.config.parts > flat.config.parts
     same = predict(NAME, GPU, {**contiguous, "page_size": 16}, flat.config)
-    assert same.time_s > 1.2 * flat.time_s
     plan = families.get(NAME).plan
-    assert plan.paged_rows == ("Bc", "pg")
+    walks = 32768 / 16 * plan.page_wait * load_calibration(GPU).hbm_latency_s
+    assert walks > 1.1 * flat.time_s
+    assert abs(same.time_s - walks) < 0.02 * walks
+    big = predict(NAME, GPU, {**contiguous, "page_size": 256}, flat.config)
+    assert abs(big.time_s - flat.time_s) < 1e-3 * flat.time_s
+    assert plan.paged_rows == ("Bc", "pg") and plan.page_wait > 0
     assert pages_per_step({"Bc": 64.0, "pg": 16.0}, plan) == 4.0
-    assert pages_per_step({"Bc": 64.0, "pg": 256.0}, plan) == 1.0
+    assert pages_per_step({"Bc": 64.0, "pg": 256.0}, plan) == 0.25
     assert pages_per_step({"Bc": 64.0, "pg": 0.0}, plan) == 0.0

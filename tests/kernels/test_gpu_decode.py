@@ -79,6 +79,10 @@ CASES = [  # (B, H, H_kv, N_q, capacity, page, n_new, causal, num_splits)
     (4, 16, 1, 1, 777, 16, 0, True, 3), (2, 8, 2, 4, 2000, 64, 4, True, 0), (2, 16, 1, 16, 600, 256, 16, True, 2),
     (2, 4, 4, 3, 513, 32, 3, False, 5), (5, 32, 2, 2, 4100, 128, 2, True, 0),  # 16 x 2 = 32 packed rows
     (1, 16, 1, 4, 300, 0, 1, True, 4),   # 64 packed rows: two row blocks
+    # the block table's windows (32 entries a warp): pages of 1 (read row by row), 2, 4 and 8, and
+    # sequences whose parts cross windows
+    (2, 8, 2, 1, 3000, 1, 0, True, 3), (2, 8, 8, 2, 1500, 2, 1, True, 0), (3, 4, 2, 1, 2500, 4, 0, False, 2),
+    (2, 8, 4, 1, 2100, 8, 2, True, 1), (2, 16, 4, 1, 9000, 256, 0, True, 1),
 ]
 
 
