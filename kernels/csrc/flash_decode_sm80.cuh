@@ -203,15 +203,23 @@ __device__ __forceinline__ void sts_f32(u32 addr, float x) {
 // Merge the parts of one output row (b, h, i) by a warp: O = sum_p exp(lse_p - lse) O_p, lse = logsumexp_p
 // lse_p.  `row` indexes (b, h, i) rows; a part that saw no key has LSE -inf and weight 0; a row that saw
 // none at all gets O = 0 and LSE -inf.  Lane l holds the LSEs of parts l, l + 32, ...: the weights come
-// from one load and a shuffle each, and the partial rows' loads are independent of each other (unrolled),
-// so the merge costs a few L2 round trips, not one a part.  Loads go through L2 (__ldcg): other SMs wrote.
+// from one load and a shuffle each, and the partial rows' loads are independent of each other (unrolled; the
+// first eight parts' issued with the LSEs), so the merge costs a few L2 round trips, not one a part.  Loads go through L2 (__ldcg): other SMs wrote.
 template <class T, int HEAD_DIM>
 __device__ __forceinline__ void merge_row(const float* opart, const float* lpart, T* dst, float* lse, i64 row,
                                           i64 rows, int parts, int lane) {
     constexpr int V = HEAD_DIM / 32;   // values a lane
+    constexpr int PRE = 8;
     constexpr float LOG2E = 1.4426950408889634f;
     static_assert(V == 2 || V == 4, "head dims 64 and 128");
     const float first = lane < parts ? __ldcg(lpart + lane * rows + row) : neg_inf();
+    // the first PRE parts' rows are loaded with the LSEs, before the weights are known: one L2 round trip
+    float pre[PRE][V];
+#pragma unroll
+    for (int j = 0; j < PRE; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+            pre[j][e] = j < parts ? __ldcg(opart + ((i64)j * rows + row) * HEAD_DIM + lane * V + e) : 0.f;
     float M = first;
     for (int p = lane + 32; p < parts; p += 32) M = fmaxf(M, __ldcg(lpart + p * rows + row));
 #pragma unroll
@@ -225,8 +233,20 @@ __device__ __forceinline__ void merge_row(const float* opart, const float* lpart
             const float w_mine = ex2((lp - M) * LOG2E);   // 0 for a part that saw nothing (and past the parts)
             total += w_mine;
             const int n = min(32, parts - p0);
+            int j = 0;
+            if (p0 == 0) {
+#pragma unroll
+                for (int jj = 0; jj < PRE; ++jj) {
+                    const float w = __shfl_sync(0xffffffffu, w_mine, jj);
+                    if (jj < n) {
+#pragma unroll
+                        for (int e = 0; e < V; ++e) acc[e] += w * pre[jj][e];
+                    }
+                }
+                j = min(n, PRE);
+            }
 #pragma unroll 8
-            for (int j = 0; j < n; ++j) {
+            for (; j < n; ++j) {
                 const float w = __shfl_sync(0xffffffffu, w_mine, j);
                 const float* src = opart + ((p0 + j) * rows + row) * HEAD_DIM + lane * V;
 #pragma unroll
@@ -383,8 +403,14 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
     cp_async_wait<0>();
     __syncthreads();   // the ring is free: the merge uses it
 
-    // ---- merge the warps: O = sum_w 2^(m_w - M) O_w / sum_w 2^(m_w - M) l_w, per row
-    const u32 sO = sRing, sM = sRing + ROWS * OSTRIDE * 4, sL = sM + WARPS * ROWS * 4;
+    // ---- merge the warps: O = sum_w 2^(m_w - M) O_w / sum_w 2^(m_w - M) l_w, per row.  Each warp stores its
+    // weighted rows in a region of its own and one barrier later the rows are summed as they are written
+    // (where the ring holds WARPS regions; else the warps add into one region in turn: shared-memory float
+    // atomics are CAS loops here)
+    constexpr u32 REGION = ROWS * OSTRIDE * 4;
+    constexpr bool ONE_PASS = (WARPS * ROWS * OSTRIDE + 2 * WARPS * ROWS) * 4 <= STAGES * SLOT_BYTES;
+    constexpr int REGIONS = ONE_PASS ? WARPS : 1;
+    const u32 sO = sRing, sM = sRing + REGIONS * REGION, sL = sM + WARPS * ROWS * 4;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -426,26 +452,31 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
                 else lpart[(i64)part * gridDim.z * H * N_q + at] = row_lse;
             }
         }
-    // the warps add their scaled O into the rows in turn (shared-memory float atomics are CAS loops here)
-#pragma unroll 1
-    for (int w = 0; w < WARPS; ++w) {
-        if (warp == w) {
+    auto store_weighted = [&](u32 region, bool add) {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const int r = mt * 16 + (lane >> 2) + hh * 8;
-                    const float f = row_sum[mt][hh];   // this warp's weight of the row
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = mt * 16 + (lane >> 2) + hh * 8;
+                const float f = row_sum[mt][hh];   // this warp's weight of the row
 #pragma unroll
-                    for (int dt = 0; dt < DT; ++dt) {
-                        const u32 at = sO + (u32)(r * OSTRIDE + dt * 8 + 2 * (lane & 3)) * 4;
-                        const float x0 = acc[mt][dt][2 * hh] * f, x1 = acc[mt][dt][2 * hh + 1] * f;
-                        sts_f32(at, w == 0 ? x0 : lds_f32(at) + x0);
-                        sts_f32(at + 4, w == 0 ? x1 : lds_f32(at + 4) + x1);
-                    }
+                for (int dt = 0; dt < DT; ++dt) {
+                    const u32 at = region + (u32)(r * OSTRIDE + dt * 8 + 2 * (lane & 3)) * 4;
+                    const float x0 = acc[mt][dt][2 * hh] * f, x1 = acc[mt][dt][2 * hh + 1] * f;
+                    sts_f32(at, add ? lds_f32(at) + x0 : x0);
+                    sts_f32(at + 4, add ? lds_f32(at + 4) + x1 : x1);
                 }
-        }
+            }
+    };
+    if constexpr (ONE_PASS) {
+        store_weighted(sO + warp * REGION, false);
         __syncthreads();
+    } else {
+#pragma unroll 1
+        for (int w = 0; w < WARPS; ++w) {
+            if (warp == w) store_weighted(sO, w > 0);
+            __syncthreads();
+        }
     }
 
     // ---- write the rows: O in the input dtype (one part) or the fp32 partial
@@ -454,7 +485,14 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         const int r = idx / C4, c = (idx % C4) * 4;
         if (!pr.valid(r)) continue;
         const u32 at = sO + (u32)(r * OSTRIDE + c) * 4;
-        const float x0 = lds_f32(at), x1 = lds_f32(at + 4), x2 = lds_f32(at + 8), x3 = lds_f32(at + 12);
+        float x0 = 0.f, x1 = 0.f, x2 = 0.f, x3 = 0.f;
+#pragma unroll
+        for (int w = 0; w < REGIONS; ++w) {
+            x0 += lds_f32(at + w * REGION);
+            x1 += lds_f32(at + w * REGION + 4);
+            x2 += lds_f32(at + w * REGION + 8);
+            x3 += lds_f32(at + w * REGION + 12);
+        }
         const int h = hk * group + pr.head_in_group(r), i = pr.query(r);
         if (parts == 1) {
             T* dst = o + (i64)b * o_sb + (i64)i * o_sn + (i64)h * o_sh + c;
