@@ -22,10 +22,18 @@ PERSISTENT = True
 # Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
 # FwdTraits) and SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
 DEFAULT_DEFINES: tuple[str, ...] = ()
-# Causal tile order: sections of heads whose K and V together take at most this share of the L2, so
-# that the CTAs running at once re-read K/V the L2 still holds (TileInfo in the kernel).  Sections
-# only pay when a head's K/V is small: below MIN_SECTION_HEADS heads per section all tiles go
-# longest first over all heads.  0 turns sections off.
+# Causal tile order: tiles longest first within sections of heads (TileInfo in the kernel), so that the
+# CTAs running at once share their heads' K/V in the L2.  Under the dynamic schedule (d <= 128) a section
+# holds the heads whose tiles make SECTION_WAVES waves of CTAs, within SECTION_HEADS query heads, and the
+# sections are of one size (B H split evenly, whole GQA groups): a grid whose last section is a short
+# remainder ends on its longest tiles with the other SMs idle, and sections of 8 heads or fewer lose the
+# L2's sharing (validation/results/profile-small-batch-h100-2026-11-24/sections.json, B N = 16384, N = 1024
+# to 8192, d = 64 and 128: this rule within 1.4% of the best section size at every shape, the L2 rule
+# below 0.6% to 8% slower than it).
+SECTION_WAVES = 2
+SECTION_HEADS = (16, 32)
+# The static schedule (d > 128): sections of heads whose K and V together take at most this share of the
+# L2; below MIN_SECTION_HEADS heads per section all tiles go longest first over all heads.
 L2_SECTION_SHARE = 0.4
 # the largest head dim whose causal and varlen kernels take the dynamic schedule (FwdTraits::kDynamic,
 # SM90_DYN_MAX in the header)
@@ -48,13 +56,25 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
                          codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
 
 
-def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
-    """Query heads per causal scheduling section (B * H: one section)."""
+def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
+                      m_blocks: int = 1, sms: int = 1) -> int:
+    """Query heads per causal scheduling section (B * H: one section); `m_blocks` query tiles a head and
+    `sms` CTAs a wave size the dynamic schedule's sections."""
     group = H // H_kv
+    heads = B * H
+    if d <= DYNAMIC_MAX_HEAD_DIM:   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
+        lo, hi = SECTION_HEADS
+        target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
+        exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
+        if exact:
+            return min(exact, key=lambda p: abs(p - target))
+        sections = max(1, round(heads / target))   # else the nearest even split
+        per = -(-heads // sections)
+        return min(heads, -(-per // group) * group)
     kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
     if kv_heads * group < MIN_SECTION_HEADS:
-        return B * H
-    return max(1, min(B * H, kv_heads * group))
+        return heads
+    return max(1, min(heads, kv_heads * group))
 
 
 def _tma_dims(t):
@@ -105,11 +125,12 @@ def _outputs(q, shape: dict, return_lse: bool, out):
     return out, lse
 
 
-def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None) -> int:
+def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
+                   sms: int) -> int:
     B, H = shape["B"], shape["H"]
     if sections is None:
-        sections = (heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
-                    if shape["causal"] else B * H)
+        sections = (heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
+                                      -(-shape["N_q"] // block_m), sms) if shape["causal"] else B * H)
     return max(1, min(int(sections), B * H))
 
 
@@ -160,7 +181,8 @@ def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, v
     args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
             i32(s["H_kv"]), i32(N_q), i32(s["N_k"]),
             ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
-            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections)), driver.ptr(counter),
+            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections, cfg.block_m,
+                               props.multi_processor_count)), driver.ptr(counter),
             driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
     if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
         args += [i32(x) for x in window.kernel_args()]

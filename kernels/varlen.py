@@ -145,13 +145,15 @@ def _launch_sm90(q, k, v, out, lse, call, s, cfg, smem, scale, index) -> None:
     from .flash_sm90 import heads_per_section, launch
 
     q4, k4, v4 = (t.permute(1, 0, 2).unsqueeze(0) for t in (q, k, v))
-    # causal tiles go longest first within sections of heads whose K and V fit in L2 together: sized by
-    # the mean sequence (the longest would make one section of everything, and every tile a DRAM read)
+    # causal tiles go longest first within sections of heads (kernels.flash_sm90.heads_per_section): sized
+    # by the mean sequence (the longest would make one section of everything, and every tile a DRAM read)
     sections = None
     if s["causal"]:
         mean_k = max(1, call["total_k"] // s["B"])
+        mean_q = max(1, call["total_q"] // s["B"])
+        props = driver.device_props(index)
         sections = heads_per_section(s["B"], s["H"], s["H_kv"], mean_k, s["d"], q.element_size(),
-                                     driver.device_props(index).L2_cache_size)
+                                     props.L2_cache_size, -(-mean_q // cfg.block_m), props.multi_processor_count)
     launch(q4, k4, v4, out, lse, s, cfg, index, smem, scale, varlen=(call["cu_q"], call["cu_k"], call["total_q"]),
            _sections=sections)
 

@@ -1,0 +1,48 @@
+"""The wgmma forward's causal sections (``kernels.flash_sm90.heads_per_section``), no GPU: under the dynamic
+schedule a section holds two waves of tiles within 16 to 32 query heads, the sections are of one size where
+B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups; above
+d = 128 (the static schedule) the L2 rule."""
+from __future__ import annotations
+
+import pytest
+
+from kernels.flash_sm90 import DYNAMIC_MAX_HEAD_DIM, SECTION_HEADS, heads_per_section
+
+L2 = 50 << 20
+SMS = 132
+
+
+def _sections(B, H, H_kv, N, d, block_m):
+    return heads_per_section(B, H, H_kv, N, d, 2, L2, -(-N // block_m), SMS)
+
+
+@pytest.mark.parametrize("B, H, H_kv, N, d, block_m, want", [
+    (16, 16, 16, 1024, 128, 128, 32),   # 8 tiles a head: 33 heads make two waves, 32 divide 256
+    (16, 32, 32, 1024, 64, 192, 32),
+    (8, 16, 16, 2048, 128, 128, 16),    # 16 tiles a head: 17 heads, 16 divide 128
+    (4, 16, 16, 4096, 128, 128, 16),    # two waves in fewer than 16 heads: 16
+    (2, 32, 32, 8192, 64, 192, 16),
+    (4, 32, 8, 4096, 128, 128, 16),     # GQA 4:1: four KV heads a section
+    (1, 8, 8, 1024, 128, 128, 8),       # fewer heads than a section: one section
+])
+def test_sections_hold_two_waves_of_tiles_in_sections_of_one_size(B, H, H_kv, N, d, block_m, want):
+    assert _sections(B, H, H_kv, N, d, block_m) == want
+
+
+@pytest.mark.parametrize("B, H, H_kv", [(3, 10, 10), (1, 37, 37), (5, 24, 8), (7, 12, 4), (2, 48, 16), (16, 40, 8)])
+@pytest.mark.parametrize("N, block_m", [(1024, 128), (4096, 192), (300, 128)])
+def test_sections_are_whole_groups_and_nearly_even(B, H, H_kv, N, block_m):
+    heads, group = B * H, H // H_kv
+    sec = _sections(B, H, H_kv, N, 64, block_m)
+    assert 1 <= sec <= heads and (sec % group == 0 or sec == heads)
+    n = -(-heads // sec)
+    last = heads - (n - 1) * sec
+    if heads >= SECTION_HEADS[0]:
+        assert sec <= SECTION_HEADS[1] + group or n == 1
+        assert last >= sec - n * group, (sec, last)   # the remainder is short by under a group a section
+
+
+def test_above_the_dynamic_schedule_the_l2_rule_decides():
+    d = 2 * DYNAMIC_MAX_HEAD_DIM
+    assert _sections(4, 8, 8, 2048, d, 128) == int(0.4 * L2 // (2 * 2048 * d * 2)) == 10   # 2 MiB a head
+    assert _sections(4, 8, 8, 4096, d, 128) == 32   # fewer than 8 heads fit: one section of all
