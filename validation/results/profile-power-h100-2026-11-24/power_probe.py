@@ -78,6 +78,21 @@ def summary(ts, t0, t1, smi, label):
     return r
 
 
+def phases(smi, pair):
+    """Two (name, fn) in turn, each alone for HOT_S after a pause, twice; then both alternating call by call."""
+    (a, fa), (b, fb) = pair
+    rows = []
+    for name, f in ((a, fa), (b, fb), (a, fa), (b, fb)):
+        time.sleep(PAUSE_S)
+        t, t0, t1 = calls([f], [name], HOT_S)
+        rows.append(summary(t[name], t0, t1, smi, name))
+    time.sleep(PAUSE_S)
+    t, t0, t1 = calls([fa, fb], [a, b], 2 * HOT_S)
+    for name in (a, b):
+        rows.append(summary(t[name], t0, t1, smi, f"alternating: {name}"))
+    return rows
+
+
 def shape_rows(shape, smi):
     B, H, N, d, causal = shape
     q, k, v, out, lse, do, qg, kg, vg, oc = bwd_probe.make(B, H, N, d, causal, 5)
@@ -87,15 +102,7 @@ def shape_rows(shape, smi):
     for f in (ours, cudnn):
         f()
     torch.cuda.synchronize()
-    rows = []
-    for name, f in (("ours", ours), ("cudnn", cudnn), ("ours", ours), ("cudnn", cudnn)):
-        time.sleep(PAUSE_S)
-        t, t0, t1 = calls([f], [name], HOT_S)
-        rows.append(summary(t[name], t0, t1, smi, name))
-    time.sleep(PAUSE_S)
-    t, t0, t1 = calls([ours, cudnn], ["ours", "cudnn"], 2 * HOT_S)
-    for name in ("ours", "cudnn"):
-        rows.append(summary(t[name], t0, t1, smi, f"alternating: {name}"))
+    rows = phases(smi, (("ours", ours), ("cudnn", cudnn)))
     f = bwd_probe.flops(B, H, N, d, causal)
     for r in rows:
         r["shape"] = list(shape)
@@ -123,18 +130,29 @@ def timeline_cold_hot(shape, smi):
     return res
 
 
-smi = Smi()
-time.sleep(1.0)
-meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-        "cudnn": torch.backends.cudnn.version()}
-rows = []
-for shape in ((1, 16, 16384, 128, False), (4, 16, 4096, 128, False), (1, 16, 16384, 128, True)):
-    rr = shape_rows(shape, smi)
-    rows += rr
-    for r in rr:
-        print(f"{shape} {r['phase']:>18}: first5 {r['first5_ms_median']:.3f} ms, 2nd half {r['second_half_ms_median']:.3f} ms "
-              f"({r['tflops_second_half']:.0f} TF/s), {r.get('sm_mhz_mean', 0):.0f} MHz (min {r.get('sm_mhz_min', 0):.0f}), "
-              f"{r.get('power_w_mean', 0):.0f} W, {r.get('throttle_reasons')}", flush=True)
-tl = timeline_cold_hot((1, 16, 16384, 128, False), smi)
-json.dump({**meta, "rows": rows, "timelines": tl, "smi_samples": smi.samples},
-          open(f"{OUT}/power-clocks.json", "w"), indent=1)
+def sweep(shapes, shape_rows, smi):
+    """Every shape's phases (shape_rows(shape, smi)), each row printed as it comes."""
+    rows = []
+    for shape in shapes:
+        rr = shape_rows(shape, smi)
+        rows += rr
+        for r in rr:
+            print(f"{shape} {r['phase']:>18}: first5 {r['first5_ms_median']:.3f} ms, 2nd half {r['second_half_ms_median']:.3f} ms "
+                  f"({r['tflops_second_half']:.0f} TF/s), {r.get('sm_mhz_mean', 0):.0f} MHz (min {r.get('sm_mhz_min', 0):.0f}), "
+                  f"{r.get('power_w_mean', 0):.0f} W, {r.get('throttle_reasons')}", flush=True)
+    return rows
+
+
+def main():
+    smi = Smi()
+    time.sleep(1.0)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+            "cudnn": torch.backends.cudnn.version()}
+    rows = sweep(((1, 16, 16384, 128, False), (4, 16, 4096, 128, False), (1, 16, 16384, 128, True)), shape_rows, smi)
+    tl = timeline_cold_hot((1, 16, 16384, 128, False), smi)
+    json.dump({**meta, "rows": rows, "timelines": tl, "smi_samples": smi.samples},
+              open(f"{OUT}/power-clocks.json", "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
