@@ -27,9 +27,9 @@ DEFAULT_DEFINES: tuple[str, ...] = ()
 # holds the heads whose tiles make SECTION_WAVES waves of CTAs, within SECTION_HEADS query heads, and the
 # sections are of one size (B H split evenly, whole GQA groups): a grid whose last section is a short
 # remainder ends on its longest tiles with the other SMs idle, and sections of 8 heads or fewer lose the
-# L2's sharing (validation/results/profile-small-batch-h100-2026-11-24/sections.json, B N = 16384, N = 1024
-# to 8192, d = 64 and 128: this rule within 1.4% of the best section size at every shape, the L2 rule
-# below 0.6% to 8% slower than it).
+# L2's sharing (validation/results/profile-small-batch-h100-2026-11-24/sections*.json, B N = 16384, N = 1024
+# to 8192, d = 64 and 128, two runs: this rule within 2.1% of the best section size at every shape, the L2
+# rule below 0.3% to 8% slower than it, sections of 64 heads and more slower than 32).
 SECTION_WAVES = 2
 SECTION_HEADS = (16, 32)
 # The static schedule (d > 128): sections of heads whose K and V together take at most this share of the

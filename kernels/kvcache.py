@@ -17,7 +17,8 @@ FAMILY = "flash_decode_sm80"
 def decode_shape(call: KVCall, causal: bool) -> dict:
     """The model's attention shape of a call: N_k is the cache's capacity (the lengths are on the GPU;
     reading them would cost a synchronisation), causal only where it masks anything (N_q > 1), and a
-    paged cache's page size (its gathered loads wait longer: the model picks more parts for them)."""
+    paged cache's page size (a CTA walks its pages one after another: the model picks more parts for small
+    pages)."""
     shape = {"B": call.B, "H": call.H, "H_kv": call.H_kv, "N_q": call.N_q, "N_k": call.capacity, "d": call.d,
              "causal": bool(causal) and call.N_q > 1, "dtype": call.dtype}
     if call.paged:

@@ -36,7 +36,7 @@ for d in (64, 128):
         wave = -(-props.multi_processor_count // m_blocks)   # heads whose tiles fill one wave of CTAs
         shipped = flash_sm90.heads_per_section(B, H, H, N, d, 2, props.L2_cache_size, m_blocks,
                                                props.multi_processor_count)
-        secs = sorted({s for s in (1, 2, 4, 8, 16, 32, wave, default, shipped) if s <= B * H})
+        secs = sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, wave, default, shipped) if s <= B * H})
         sets = [tuple(torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16) for _ in range(3)) for _ in range(3)]
         ref = cudnn(*sets[0]).float()
         fns, labels = [], []
