@@ -204,7 +204,8 @@ __device__ __forceinline__ void sts_f32(u32 addr, float x) {
 // lse_p.  `row` indexes (b, h, i) rows; a part that saw no key has LSE -inf and weight 0; a row that saw
 // none at all gets O = 0 and LSE -inf.  Lane l holds the LSEs of parts l, l + 32, ...: the weights come
 // from one load and a shuffle each, and the partial rows' loads are independent of each other (unrolled; the
-// first eight parts' issued with the LSEs), so the merge costs a few L2 round trips, not one a part.  Loads go through L2 (__ldcg): other SMs wrote.
+// first eight parts' issued with the LSEs), so the merge costs a few L2 round trips, not one a part.  Loads
+// go through L2 (__ldcg): other SMs wrote.
 template <class T, int HEAD_DIM>
 __device__ __forceinline__ void merge_row(const float* opart, const float* lpart, T* dst, float* lse, i64 row,
                                           i64 rows, int parts, int lane) {
@@ -346,7 +347,8 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
     typename ChunkLoader<T, BLOCK_N, HEAD_DIM, THREADS, PAGED>::PageWindow window;   // the block table's
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (c0 + s < c1) loader.load(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES, (c0 + s) * BLOCK_N, L, window);
+        if (c0 + s < c1)
+            loader.load(sRing + s * SLOT_BYTES, sRing + s * SLOT_BYTES + CHUNK_BYTES, (c0 + s) * BLOCK_N, L, window);
         cp_async_commit();
     }
 
