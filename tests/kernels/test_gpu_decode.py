@@ -115,6 +115,25 @@ def test_matches_float32_on_the_gathered_cache(case, d):
     assert lse.shape == (B, H, N_q) and lse.dtype == torch.float32
 
 
+@pytest.mark.parametrize("block_n, stages", [(64, 3), (128, 2)])
+@pytest.mark.parametrize("page", [1, 2, 4, 8, 64])
+def test_every_shipped_chunk_reads_small_pages(block_n, stages, page):
+    """The shipped chunks (64 and 128 keys) on pages of 1 to 64 rows: each row's page read from the table
+    (pages under block_n / 32 rows), a window entry a chunk or several, parts crossing windows."""
+    from iomodel.families.flash_decode_sm80 import DecodeConfig
+
+    g = torch.Generator(device="cuda")
+    g.seed()
+    B, H, H_kv, d, capacity = 3, 8, 2, 128, 2500
+    (kc, vc), table = make_cache(B, H_kv, d, capacity, page, torch.bfloat16, g)
+    lens = torch.randint(1, capacity + 1, (B,), generator=g, device="cuda").to(torch.int32)
+    q = torch.randn(B, 1, H, d, generator=g, device="cuda").to(torch.bfloat16)
+    for parts in (1, 3):
+        out = kernels.flash_attention_with_kvcache(q, kc, vc, lens, block_table=table,
+                                                   config=DecodeConfig(block_n, 4, stages, parts, d))
+        check(out, q, kc, vc, table, lens, True)
+
+
 def test_a_sequence_with_no_keys_gives_zeros():
     q = torch.randn(2, 1, 8, 128, device="cuda").to(torch.bfloat16)
     kc, vc = (torch.randn(2, 64, 8, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
