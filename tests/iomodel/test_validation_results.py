@@ -30,7 +30,7 @@ def test_committed_results_cover_the_acceptance(report):
 
 
 def test_time_error_has_not_drifted(report):
-    # runs 9 to 11 (2026-11-22): 7.2% median over our kernels' rows; sm80 7.3, sm90 5.3 (max 19.9), unfused
+    # runs 9 to 11 (2026-11-22): 6.9% median over our kernels' rows; sm80 7.3, sm90 4.4 (max 19.9), unfused
     # 12.0. The issue's bound is 10%; the per-family bounds sit a little above what was measured.
     assert report.ours.median_abs_pct <= 10.0
     assert report.per_kernel["flash_sm80"].median_abs_pct <= 10.0
@@ -47,7 +47,8 @@ def test_tile_ranking_has_not_drifted(report):
     sm80 = _family(report, "flash_sm80")
     assert sm80 and sum(g.spearman for g in sm80) / len(sm80) >= 0.8
     assert all(g.top1 for g in sm80)
-    # the Hopper kernel, runs 9 to 11: mean 0.91 over 12 groups; the model's pick the fastest in all
+    # the Hopper kernel, runs 9 to 11: mean 0.88 over 12 groups (0.91 before the overlap cap of 2026-11-24);
+    # the model's pick the fastest in all
     sm90 = _family(report, "flash_sm90")
     assert sm90 and sum(g.spearman for g in sm90) / len(sm90) >= 0.85
     assert all(g.top1 for g in sm90)

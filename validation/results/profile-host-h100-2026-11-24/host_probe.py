@@ -1,0 +1,79 @@
+"""Probe: the host time of one forward call (Python launch path) against its GPU time, B16 H16 N1024 d128
+causal bf16 (the sweep's smallest shape), ours (kernels.flash_attention, and flash_sm90.attention with the
+config given) and SDPA cuDNN. Host time: 200 calls queued behind a 2 s GPU sleep (the queue never drains),
+wall time over calls; back-to-back: CUDA events around 200 calls without the sleep (what the harness's
+forward rows time); GPU time: events around 200 calls queued behind a sleep. Then a cProfile of 200 calls of
+kernels.flash_attention. Run from the repository root:
+PYTHONPATH=. python3 validation/results/profile-host-h100-2026-11-24/host_probe.py"""
+import cProfile, io, json, os, pstats, time
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import kernels
+from kernels import dispatch, flash_sm90
+
+OUT = os.environ.get("OUT", "/tmp")
+B, H, N, d = 16, 16, 1024, 128
+q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+cfg = dispatch.choose(["flash_sm90"], {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True,
+                                       "dtype": "bf16"}, 0).config
+
+
+def cudnn():
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+FNS = {"kernels.flash_attention": lambda: kernels.flash_attention(q, k, v, causal=True),
+       "flash_sm90.attention(config)": lambda: flash_sm90.attention(q, k, v, causal=True, config=cfg),
+       "sdpa cudnn": cudnn}
+
+
+def events(f, calls, sleep):
+    torch.cuda.synchronize()
+    if sleep:
+        torch.cuda._sleep(int(2e9))
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    t = time.perf_counter()
+    for _ in range(calls):
+        f()
+    host = (time.perf_counter() - t) / calls
+    e.record()
+    e.synchronize()
+    return host, s.elapsed_time(e) / calls
+
+
+rows = []
+for name, f in FNS.items():
+    for _ in range(20):
+        f()
+    host, _ = events(f, 200, True)
+    _, b2b = events(f, 200, False)
+    # GPU time: the sleep ahead, then the calls; the start event waits behind the sleep too, so time a short
+    # share right after the sleep began is not counted: record the start after the first call instead
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e9))
+    f()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(200):
+        f()
+    e.record()
+    e.synchronize()
+    gpu = s.elapsed_time(e) / 200
+    rows.append({"impl": name, "host_us": host * 1e6, "back_to_back_us": b2b * 1e3, "gpu_us": gpu * 1e3})
+pr = cProfile.Profile()
+pr.enable()
+for _ in range(200):
+    kernels.flash_attention(q, k, v, causal=True)
+pr.disable()
+torch.cuda.synchronize()
+st = io.StringIO()
+pstats.Stats(pr, stream=st).sort_stats("cumulative").print_stats(30)
+json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+           "shape": [B, H, N, d, "causal"], "config": cfg.name, "rows": rows, "profile": st.getvalue()},
+          open(os.path.join(OUT, "host.json"), "w"), indent=1)
+for r in rows:
+    print(f"{r['impl']:30} host {r['host_us']:7.1f} us  back-to-back {r['back_to_back_us']:7.1f} us  GPU {r['gpu_us']:7.1f} us")
