@@ -12,7 +12,8 @@ from . import codegen, compile, driver, runtime
 from .dispatch import prepare
 from .score_mods import NO_MODS
 
-__all__ = ["FAMILY", "ARCH", "attention", "launch", "module", "heads_per_section", "PERSISTENT", "DEFAULT_DEFINES"]
+__all__ = ["FAMILY", "ARCH", "attention", "launch", "module", "heads_per_section", "l2_section_heads", "PERSISTENT",
+           "DEFAULT_DEFINES"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
@@ -57,20 +58,26 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
-                      m_blocks: int = 1, sms: int = 1) -> int:
+                      m_blocks: int, sms: int) -> int:
     """Query heads per causal scheduling section (B * H: one section); `m_blocks` query tiles a head and
-    `sms` CTAs a wave size the dynamic schedule's sections."""
-    group = H // H_kv
-    heads = B * H
-    if d <= DYNAMIC_MAX_HEAD_DIM:   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
-        lo, hi = SECTION_HEADS
-        target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
-        exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
-        if exact:
-            return min(exact, key=lambda p: abs(p - target))
-        sections = max(1, round(heads / target))   # else the nearest even split
-        per = -(-heads // sections)
-        return min(heads, -(-per // group) * group)
+    `sms` CTAs a wave size the dynamic schedule's sections, the static schedule's are l2_section_heads'."""
+    if d > DYNAMIC_MAX_HEAD_DIM:
+        return l2_section_heads(B, H, H_kv, N_k, d, elem_bytes, l2_bytes)
+    group, heads = H // H_kv, B * H   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
+    lo, hi = SECTION_HEADS
+    target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
+    exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
+    if exact:
+        return min(exact, key=lambda p: abs(p - target))
+    sections = max(1, round(heads / target))   # else the nearest even split
+    per = -(-heads // sections)
+    return min(heads, -(-per // group) * group)
+
+
+def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
+    """The L2 rule (the static schedule's, and every head dim's before 2026-11-24): the query heads whose K
+    and V take at most L2_SECTION_SHARE of the L2; one section of all below MIN_SECTION_HEADS."""
+    group, heads = H // H_kv, B * H
     kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
     if kv_heads * group < MIN_SECTION_HEADS:
         return heads

@@ -126,7 +126,7 @@ def test_large_caches_read_at_the_roof(run, roof):
 @pytest.mark.parametrize("run", WINDOWED, ids=lambda p: p.stem[-4:])
 def test_windowed_pages_cost_a_few_percent(run):
     """With the block table read a window ahead (runs 5 to 7): pages of 16 within 5% of the contiguous
-    cache, pages of 256 within 4% (the issue's 3%: run 6 only, 2.7%; runs 5 and 7 3.4% and 3.6% at B8
+    cache, pages of 256 within 4% (the issue's 3%: run 6 only, 2.7%; runs 5 and 7 3.4% and 3.5% at B8
     N_k 32768), each at the model's pick for its page size."""
     seen = 0
     for rows in _groups(run).values():

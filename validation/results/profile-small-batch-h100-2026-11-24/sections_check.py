@@ -1,5 +1,5 @@
 """Probe: a fixed causal section (24, 32 or 48 query heads) against the L2 rule's sections
-(kernels.flash_sm90.heads_per_section at 2026-11-24) on shapes beyond the sections probe: head dims 192
+(kernels.flash_sm90.l2_section_heads) on shapes beyond the sections probe: head dims 192
 and 256 (the static schedule), GQA 4:1, N = 16384, a (4096, 0) window at N = 32768; each checked against
 a float32 reference first (max abs error, and cuDNN's beside it). CUDA events, each share queued behind a GPU sleep, 7 interleaved rounds.
 Run from the repository root:
@@ -8,6 +8,7 @@ import json, os, sys, time, torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernels import dispatch, flash_sm90
 from kernels.window import Window
+from validation.reference import attention_reference
 from validation.timing import CudaEventTimer
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -30,19 +31,6 @@ def cudnn(q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
 
 
-def reference(q, k, v, left):
-    g = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(g, 1).float(), v.repeat_interleave(g, 1).float()
-    out = []
-    for h in range(q.shape[1]):   # a head at a time: the float32 scores of N = 32768 would not fit at once
-        s = q[:, h].float() @ k[:, h].transpose(-1, -2) / q.shape[-1] ** 0.5
-        i = torch.arange(q.shape[2], device="cuda")[:, None]
-        j = torch.arange(k.shape[2], device="cuda")[None, :]
-        keep = (j <= i) & ((j >= i - left) if left is not None else True)
-        out.append(torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ v[:, h])
-    return torch.stack(out, 1)
-
-
 rows = []
 for B, H, H_kv, N, d, left in SHAPES:
     shape = {"B": B, "H": H, "H_kv": H_kv, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16"}
@@ -50,11 +38,12 @@ for B, H, H_kv, N, d, left in SHAPES:
         shape["window_left"], shape["window_right"] = left, 0
     window = Window(left, 0) if left is not None else None
     pick = dispatch.choose(["flash_sm90"], shape, 0).config
-    rule = flash_sm90.heads_per_section(B, H, H_kv, N, d, 2, props.L2_cache_size)
+    rule = flash_sm90.l2_section_heads(B, H, H_kv, N, d, 2, props.L2_cache_size)   # the rule before
     sets = [(torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16),
              torch.randn((B, H_kv, N, d), device="cuda", dtype=torch.bfloat16),
              torch.randn((B, H_kv, N, d), device="cuda", dtype=torch.bfloat16)) for _ in range(3)]
-    ref = reference(*sets[0], left) if B * N * N * 4 <= (2 << 30) else None   # one head's float32 scores
+    ref = (attention_reference(*sets[0], causal=True, window_size=(-1 if left is None else left, 0))[0]
+           if B * N * N * 4 <= (2 << 30) else None)   # the largest (N = 32768) left unchecked, as when it ran
     fns, labels = [], []
     for s in sorted({rule, 24, 32, 48}):
         fns.append(ours(pick, window, s)); labels.append(f"sections {s}" + (" (rule)" if s == rule else ""))

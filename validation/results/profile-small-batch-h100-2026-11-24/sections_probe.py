@@ -3,8 +3,8 @@ H d = 2048, bf16, causal) at the model's pick, beside SDPA cuDNN, timed interlea
 3 input sets; every variant checked against cuDNN first). Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_probe.py"""
 import json, os, sys, time, torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernels import dispatch, flash_sm90
+from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -17,9 +17,11 @@ def ours(cfg, sections=None):
     return lambda q, k, v: flash_sm90.attention(q, k, v, causal=True, config=cfg, _sections=sections)
 
 
+_cudnn = peer_runners(torch)["sdpa_cudnn"][0]
+
+
 def cudnn(q, k, v):
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return _cudnn(q, k, v, True)
 
 
 rows = []
@@ -28,10 +30,7 @@ for d in (64, 128):
         B, H = 16384 // N, 2048 // d
         shape = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16"}
         pick = dispatch.choose(["flash_sm90"], shape, 0).config
-        # the L2 rule (heads_per_section before 2026-11-24's change): K/V of a section within 40% of the L2,
-        # one section below 8 heads
-        kv = int(0.4 * props.L2_cache_size // (2 * N * d * 2))
-        default = B * H if kv < 8 else min(B * H, kv)
+        default = flash_sm90.l2_section_heads(B, H, H, N, d, 2, props.L2_cache_size)   # the rule before
         m_blocks = -(-N // pick.block_m)
         wave = -(-props.multi_processor_count // m_blocks)   # heads whose tiles fill one wave of CTAs
         shipped = flash_sm90.heads_per_section(B, H, H, N, d, 2, props.L2_cache_size, m_blocks,

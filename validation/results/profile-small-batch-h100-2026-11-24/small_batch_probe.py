@@ -5,9 +5,9 @@ queue-ahead sleep, 7 rounds, 3 input sets), each checked against cuDNN first. Ru
 change: its "pick" rows then took the L2 rule's sections) from the repository root:
 PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/small_batch_probe.py"""
 import json, os, sys, time, torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernels import dispatch, flash_sm90
 from iomodel.families.flash_sm90 import SHIPPED
+from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -19,11 +19,11 @@ def ours(cfg, causal, defines=None, sections=None):
     return lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=cfg, _defines=defines, _sections=sections)
 
 
+_cudnn = peer_runners(torch)["sdpa_cudnn"][0]
+
+
 def cudnn(causal):
-    def f(q, k, v):
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return f
+    return lambda q, k, v: _cudnn(q, k, v, causal)
 
 
 rows = []
