@@ -18,7 +18,8 @@
 Modules, one job each: ``dispatch`` (which family and config), ``checks`` (inputs), ``flash_sm80`` /
 ``flash_sm90`` / ``unfused`` (arguments and launch), ``compile`` (NVRTC at run time, nvcc offline,
 one cache), ``driver`` (ctypes CUDA driver), ``codegen`` (C++ text of each variant), ``reports``
-(ptxas / SASS reports, ``python -m kernels.reports``), ``runtime`` (debug mode, outputs).
+(ptxas / SASS reports, ``python -m kernels.reports``), ``runtime`` (debug mode, outputs), ``plans`` (a
+call signature's checks, choice and launch arguments, built once).
 Configs are the families' (``iomodel.families``).  ``import kernels`` imports neither torch nor any
 CUDA library: they are loaded inside the calls.  See docs/kernels.md and docs/kernels_sm90.md.
 """
@@ -73,12 +74,20 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
         out, lse = autograd.flash_attention(q, k, v, causal, scale, config, backend, bwd_config, deterministic)
         return (out, lse) if return_lse else out
-    from . import dispatch
+    from . import dispatch, plans
+    from .score_mods import mods_key
 
     band = win if win.local else None
-    family, config = dispatch.flash_family(q, k, v, causal, config, backend, band, mods)
-    return dispatch.runner(family).attention(q, k, v, causal=causal, config=config, scale=scale,
-                                             return_lse=return_lse, window=band, mods=mods)
+    # the family, config, checks and arguments of a call signature are settled once (kernels.plans)
+    sig = plans.key("flash_attention", (q, k, v), causal, config, scale, backend, band, mods_key(mods))
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        family, config = dispatch.flash_family(q, k, v, causal, config, backend, band, mods)
+        run = dispatch.runner(family).plan(q, k, v, causal=causal, config=config, scale=scale, window=band,
+                                           mods=mods)
+        plans.store(sig, run)
+    out, lse = run(q, k, v, return_lse)
+    return (out, lse) if return_lse else out
 
 
 def _score_mods(q, k, v, softcap, alibi_slopes):

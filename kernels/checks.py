@@ -10,7 +10,7 @@ from typing import Any
 
 from iomodel import families
 
-__all__ = ["check_qkv", "check_layout", "check_scale", "check_config", "check_smem", "dtype_name", "check_like",
+__all__ = ["check_qkv", "check_layout", "check_base", "check_scale", "check_config", "check_smem", "dtype_name", "check_like",
            "rows_aligned", "check_lse", "backward_inputs"]
 
 
@@ -92,8 +92,13 @@ def check_layout(tensors) -> None:
             if t.stride(ax) % 8 != 0 and t.shape[ax] > 1:
                 raise ValueError(f"{name}.stride({ax}) = {t.stride(ax)} must be a multiple of 8 elements "
                                  f"(16-byte aligned rows); call .contiguous().")
-        if t.data_ptr() % 16 != 0:
-            raise ValueError(f"{name} must start at a 16-byte aligned address; call .clone().")
+        check_base(name, t)
+
+
+def check_base(name: str, t) -> None:
+    """A tensor's first element at a 16-byte aligned address (TMA and 16-byte loads need it)."""
+    if t.data_ptr() % 16 != 0:
+        raise ValueError(f"{name} must start at a 16-byte aligned address; call .clone().")
 
 
 def check_qkv(q: Any, k: Any, v: Any, *, require_cuda: bool = True, head_dims: tuple[int, ...] = ()) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import runtime
 
 __all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "kernel", "launch",
-           "tensor_map", "current_stream", "ptr", "strides", "Prepared"]
+           "tensor_map", "current_stream", "current_stream_handle", "ptr", "strides", "Prepared", "TensorMapSlot"]
 
 vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
 
@@ -93,16 +93,12 @@ class _Driver:
 
     def tensor_map(self, dtype: str, ptr: int, dims, strides_bytes, box):
         """Tiled tensor map, SWIZZLE_128B, zero OOB fill, 256-B L2 promotion.  dims innermost first."""
-        tm = (u64 * 16)()
-        rank = len(dims)
-        gdim = (u64 * rank)(*dims)
-        gstr = (u64 * (rank - 1))(*strides_bytes)
-        bdim = (ctypes.c_uint32 * rank)(*box)
-        estr = (ctypes.c_uint32 * rank)(*([1] * rank))
-        self.check(self.lib.cuTensorMapEncodeTiled(ctypes.addressof(tm), self.TMA_DTYPE[dtype], rank, ptr, gdim, gstr,
-                                                   bdim, estr, 0, self.SWIZZLE_128B, self.L2_PROMOTION_256B, 0),
-                   f"cuTensorMapEncodeTiled(dims={list(dims)}, strides={list(strides_bytes)}, box={list(box)})")
-        return tm
+        return TensorMapSlot(dtype, dims, strides_bytes, box).set(ptr).map
+
+    def encode_tiled(self, tm, dtype: int, rank: int, ptr: int, gdim, gstr, bdim, estr) -> None:
+        self.check(self.lib.cuTensorMapEncodeTiled(ctypes.addressof(tm), dtype, rank, ptr, gdim, gstr, bdim, estr, 0,
+                                                   self.SWIZZLE_128B, self.L2_PROMOTION_256B, 0),
+                   f"cuTensorMapEncodeTiled(dims={list(gdim)}, strides={list(gstr)}, box={list(bdim)})")
 
     def launch(self, fn: int, grid, block, smem: int, stream: int, args) -> None:
         # kernelParams: the address of each argument (ctypes.addressof: ctypes.cast(pointer(a)) costs
@@ -191,6 +187,14 @@ def current_stream(index: int):
     return torch.cuda.current_stream(index)
 
 
+def current_stream_handle(index: int) -> int:
+    """The CUDA handle of torch's current stream on device `index` (without building a torch Stream)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 def launch(k: Kernel, grid: tuple, block: tuple, args: list, smem: int, stream=None) -> None:
     """Launch on `stream` (default: torch's current stream of the kernel's device); in debug mode
     synchronise and raise any CUDA error as a RuntimeError naming the launch."""
@@ -203,8 +207,9 @@ def launch(k: Kernel, grid: tuple, block: tuple, args: list, smem: int, stream=N
 
 class Prepared:
     """A launch whose arguments are built once (its kernel, grid, sizes): a call sets the values of the
-    leading pointer arguments and launches.  For kernels called thousands of times with one signature
-    (a decode step), where building the arguments would cost more host time than the GPU work."""
+    leading pointer arguments and launches.  For kernels called many times with one signature (a decode
+    step, a plan of ``kernels.plans``), where building the arguments would cost more host time than the GPU
+    work.  ``tail``'s ctypes objects may be changed in place between launches (a launch copies the values)."""
 
     def __init__(self, k: Kernel, grid: tuple, block: tuple, smem: int, n_pointers: int, tail: list):
         self.k, self.grid, self.block, self.smem = k, tuple(grid), tuple(block), smem
@@ -217,11 +222,44 @@ class Prepared:
         shared between threads (the pointer values live in the object)."""
         for slot, value in zip(self.pointers, pointers):
             slot.value = value
+        self.launch(stream.cuda_stream)
+
+    def launch(self, stream: int) -> None:
+        """Launch with the arguments as they are now on the CUDA stream handle `stream`."""
         drv = _get()
         drv.use_device(self.k.device)
-        drv.check(drv.lib.cuLaunchKernel(self.k.fn, *self.grid, *self.block, self.smem, stream.cuda_stream,
-                                         self.params, None), "cuLaunchKernel")
-        runtime.debug_sync(stream.synchronize, self.k.name, self.grid, self.block, self.smem)
+        drv.check(drv.lib.cuLaunchKernel(self.k.fn, *self.grid, *self.block, self.smem, stream, self.params, None),
+                  "cuLaunchKernel")
+        if runtime.debug_enabled():
+            runtime.debug_sync(lambda: _synchronize(self.k.device), self.k.name, self.grid, self.block, self.smem)
+
+
+def _synchronize(index: int) -> None:
+    import torch
+
+    torch.cuda.synchronize(index)
+
+
+class TensorMapSlot:
+    """A TMA descriptor (CUtensorMap, 128 bytes, passed by value) of one dtype, extent, strides and box, whose
+    global address is set with :meth:`set`: encoded again only when the address changes (a launch copies
+    its arguments, so the descriptor may be encoded anew after it)."""
+
+    def __init__(self, dtype: str, dims, strides_bytes, box):
+        rank = len(dims)
+        self.map = (u64 * 16)()
+        self.ptr: int | None = None
+        self._dtype, self._rank = _Driver.TMA_DTYPE[dtype], rank
+        self._gdim = (u64 * rank)(*dims)
+        self._gstr = (u64 * (rank - 1))(*strides_bytes)
+        self._bdim = (ctypes.c_uint32 * rank)(*box)
+        self._estr = (ctypes.c_uint32 * rank)(*([1] * rank))
+
+    def set(self, ptr: int) -> "TensorMapSlot":
+        if ptr != self.ptr:
+            _get().encode_tiled(self.map, self._dtype, self._rank, ptr, self._gdim, self._gstr, self._bdim, self._estr)
+            self.ptr = ptr
+        return self
 
 
 def tensor_map(index: int, dtype: str, ptr_: int, dims, strides_bytes, box):

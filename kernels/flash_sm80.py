@@ -7,12 +7,12 @@ import ctypes
 import functools
 import math
 
-from . import codegen, compile, driver, runtime
+from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
-from .score_mods import NO_MODS
+from .score_mods import NO_MODS, mods_key
 from .window import UNBOUNDED
 
-__all__ = ["FAMILY", "attention", "module", "kernel"]
+__all__ = ["FAMILY", "attention", "plan", "Launch", "module", "kernel"]
 
 FAMILY = "flash_sm80"
 HEADER = "flash_fwd_sm80.cuh"
@@ -53,24 +53,55 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     return_lse=True also L (B, H, N_q) float32, the natural-log log-sum-exp of the scaled scores.
     window: a ``kernels.window.Window`` (FlashAttention's window_size with causal folded in; it replaces
     `causal`): query i sees keys i + N_k - N_q - left .. i + N_k - N_q + right.  mods: a
-    ``kernels.score_mods.ScoreMods`` (softcap, ALiBi slopes) or None.
+    ``kernels.score_mods.ScoreMods`` (softcap, ALiBi slopes) or None.  The checks and the launch's
+    arguments are built once a call signature (``kernels.plans``).
     """
-    import torch
-
-    call = prepare(FAMILY, q, k, v, causal, config, scale, window, mods)
-    local = window is not None and window.local
-    s, cfg = call.shape, call.config
-    B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
-    o = runtime.empty((B, H, N_q, d), q.dtype, q.device)
-    lse = runtime.empty((B, H, N_q), torch.float32, q.device)
-    mods = mods if mods is not None else NO_MODS
-    kern = kernel(call.device, cfg, s["dtype"], s["causal"], call.smem, local=local, mods=mods.bits)
-    scale = mods.softmax_scale(call.scale)
-    i32, f32 = ctypes.c_int, ctypes.c_float
-    args = [driver.ptr(q), driver.ptr(k), driver.ptr(v), driver.ptr(o), driver.ptr(lse),
-            *driver.strides(q), *driver.strides(k), *driver.strides(v), *driver.strides(o),
-            i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(scale * runtime.LOG2E), f32(scale),
-            driver.ptr(None), driver.ptr(None),   # cu_seqlens: none (a dense batch)
-            *(i32(x) for x in (window.kernel_args() if local else NO_WINDOW)), *mods.kernel_args(call.scale)]
-    driver.launch(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), args, call.smem)
+    window = window if window is not None and window.local else None
+    sig = plans.key(FAMILY, (q, k, v), causal, config, scale, window, mods_key(mods))
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        run = plan(q, k, v, causal, config, scale, window, mods)
+        plans.store(sig, run)
+    o, lse = run(q, k, v, return_lse)
     return (o, lse) if return_lse else o
+
+
+def plan(q, k, v, causal: bool = False, config=None, scale=None, window=None, mods=None) -> "Launch":
+    """The checked launch of a call's signature (its arguments as :func:`attention`'s)."""
+    return Launch(q, k, v, prepare(FAMILY, q, k, v, causal, config, scale, window, mods), window, mods)
+
+
+class Launch:
+    """One signature's launch, built once: the kernel, the grid and every argument but the five data
+    pointers; a call allocates O and the LSE (the kernel writes both) and launches."""
+
+    def __init__(self, q, k, v, call, window=None, mods=None):
+        local = window is not None and window.local
+        s, cfg = call.shape, call.config
+        B, H, H_kv, N_q, N_k, d = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k", "d"))
+        self.o_shape, self.device = (B, H, N_q, d), call.device
+        mods = mods if mods is not None else NO_MODS
+        kern = kernel(call.device, cfg, s["dtype"], s["causal"], call.smem, local=local, mods=mods.bits)
+        scale = mods.softmax_scale(call.scale)
+        i32, i64, f32 = ctypes.c_int, ctypes.c_longlong, ctypes.c_float
+        o_strides = [i64(H * N_q * d), i64(N_q * d), i64(d)]   # O: contiguous (B, H, N_q, d)
+        tail = [*driver.strides(q), *driver.strides(k), *driver.strides(v), *o_strides,
+                i32(H), i32(H // H_kv), i32(N_q), i32(N_k), f32(scale * runtime.LOG2E), f32(scale),
+                driver.ptr(None), driver.ptr(None),   # cu_seqlens: none (a dense batch)
+                *(i32(x) for x in (window.kernel_args() if local else NO_WINDOW)), *mods.kernel_args(call.scale)]
+        self.prepared = driver.Prepared(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), call.smem,
+                                        5, tail)
+
+    def __call__(self, q, k, v, return_lse: bool = False, out=None):
+        """(O, LSE) of tensors of the plan's signature (the LSE is written whether asked or not)."""
+        import torch
+
+        if out is not None:
+            raise ValueError("the flash_sm80 kernel allocates its output (out= is flash_sm90's)")
+        o = runtime.empty(self.o_shape, q.dtype, q.device)
+        lse = runtime.empty(self.o_shape[:3], torch.float32, q.device)
+        p = self.prepared
+        for slot, t in zip(p.pointers, (q, k, v, o, lse)):
+            slot.value = t.data_ptr()
+        p.launch(driver.current_stream_handle(self.device))
+        return o, lse

@@ -8,11 +8,11 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from . import codegen, compile, driver, runtime
+from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
-from .score_mods import NO_MODS
+from .score_mods import NO_MODS, mods_key
 
-__all__ = ["FAMILY", "ARCH", "attention", "launch", "module", "heads_per_section", "l2_section_heads", "PERSISTENT",
+__all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads", "PERSISTENT",
            "DEFAULT_DEFINES"]
 
 FAMILY = "flash_sm90"
@@ -94,28 +94,46 @@ def _tma_dims(t):
     return [d, N, H, B], [s_n, s_h, s_b]
 
 
-def _tensor_maps(index: int, dtype: str, cfg, q, k, v) -> list:
-    """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows)."""
-    maps = []
+def _tensor_map_slots(dtype: str, cfg, q, k, v) -> list:
+    """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows), addresses unset."""
+    slots = []
     for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n)):
         dims, strides_bytes = _tma_dims(t)
-        maps.append(driver.tensor_map(index, dtype, t.data_ptr(), dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
-    return maps
+        slots.append(driver.TensorMapSlot(dtype, dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
+    return slots
 
 
-_counters: dict[tuple[int, int], object] = {}
+class TileCounters:
+    """The dynamic schedule's tile counters (int32), one a stream: a launch leaves its counter at zero
+    (``claim_tile`` in the kernel), so a counter is zeroed once, when made, and kernels running at once on
+    different streams never share one.  Under CUDA-graph capture a fresh one a capture (zeroed in the graph),
+    kept alive as long as this object: a graph replayed on another stream must not share an eager stream's."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self._streams: dict[int, object] = {}
+        self._captured: list = []
+
+    def pointer(self, stream: int) -> int:
+        import torch
+
+        if torch.cuda.is_current_stream_capturing():
+            c = torch.zeros(1, dtype=torch.int32, device=f"cuda:{self.index}")
+            self._captured.append(c)
+            return c.data_ptr()
+        c = self._streams.get(stream)
+        if c is None:
+            c = self._streams[stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{self.index}")
+        return c.data_ptr()
 
 
-def _tile_counter(index: int, stream):
-    """The dynamic schedule's tile counter for (device, stream), zeroed on that stream (one per
-    stream, so kernels running at once on different streams never share one)."""
-    import torch
+_counters: dict[int, TileCounters] = {}
 
-    key = (index, stream.cuda_stream)
-    c = _counters.get(key)
+
+def _tile_counters(index: int) -> TileCounters:
+    c = _counters.get(index)
     if c is None:
-        c = _counters[key] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{index}")
-    c.zero_()
+        c = _counters[index] = TileCounters(index)
     return c
 
 
@@ -155,44 +173,89 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
-    (default :func:`heads_per_section`).
+    (default :func:`heads_per_section`).  The checks and the launch's arguments are built once a call
+    signature (``kernels.plans``).
     """
+    window = window if window is not None and window.local else None
+    sig = plans.key(FAMILY, (q, k, v), causal, config, scale, window, mods_key(mods), _defines, _persistent,
+                    _sections)
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        run = plan(q, k, v, causal, config, scale, window, mods, _defines, _persistent, _sections)
+        plans.store(sig, run)
+    o, lse = run(q, k, v, return_lse, out)
+    return (o, lse) if return_lse else o
+
+
+def plan(q, k, v, causal: bool = False, config=None, scale=None, window=None, mods=None, _defines=None,
+         _persistent=None, _sections=None) -> "Launch":
+    """The checked launch of a call's signature (its arguments as :func:`attention`'s)."""
     call = prepare(FAMILY, q, k, v, causal, config, scale, window, mods)
-    out, lse = _outputs(q, call.shape, return_lse, out)
-    launch(q, k, v, out, lse, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
-           _persistent=_persistent, _sections=_sections, window=window if window is not None and window.local else None,
-           mods=mods)
-    return (out, lse) if return_lse else out
+    return Launch(q, k, v, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
+                  _persistent=_persistent, _sections=_sections,
+                  window=window if window is not None and window.local else None, mods=mods)
+
+
+class Launch:
+    """One signature's launch, built once from checked inputs: the kernel, the grid, the arguments (the TMA
+    descriptors encoded again only when a tensor moves); a call allocates the outputs and launches.
+
+    q, k, v as (B, H, N, d) views (varlen: (1, H, total, d) views of the packed tensors, with
+    ``varlen = (cu_seqlens_q, cu_seqlens_k, total_q)`` and s's N_q, N_k the longest sequences); `mods` a
+    ``kernels.score_mods.ScoreMods`` or None; O and LSE in the layout the variant writes."""
+
+    def __init__(self, q, k, v, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None, _defines=None,
+                 _persistent=None, _sections=None, window=None, mods=None):
+        B, H, N_q = s["B"], s["H"], s["N_q"]
+        defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
+        mods = mods if mods is not None else NO_MODS
+        kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
+                       mods.bits)
+        props = driver.device_props(dev)
+        num_tiles = -(-N_q // cfg.block_m) * H * B
+        persistent = PERSISTENT if _persistent is None else bool(_persistent)
+        grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
+        self.shape, self.device = s, dev
+        # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM) hand out tiles from a counter
+        dynamic = (s["causal"] or varlen is not None) and s["d"] <= DYNAMIC_MAX_HEAD_DIM
+        self.counters = _tile_counters(dev) if dynamic else None
+        self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
+        self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
+        i32 = ctypes.c_int
+        total_q = varlen[2] if varlen is not None else 0
+        args = [*(m.map for m in self.maps), self.out, self.lse, i32(B), i32(H), i32(s["H_kv"]), i32(N_q),
+                i32(s["N_k"]), ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
+                i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections, cfg.block_m,
+                                   props.multi_processor_count)), self.counter, self.cu_q, self.cu_k, i32(total_q)]
+        if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
+            args += [i32(x) for x in window.kernel_args()]
+        if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
+            args += mods.kernel_args(scale)
+        self.prepared = driver.Prepared(kern, grid, (cfg.threads, 1, 1), smem, 0, args)
+
+    def __call__(self, q, k, v, return_lse: bool = False, out=None):
+        """(O, LSE or None) of tensors of the plan's signature: O allocated (or the caller's `out`, checked),
+        the LSE allocated when asked."""
+        out, lse = _outputs(q, self.shape, return_lse, out)
+        self.launch_into(q, k, v, out, lse)
+        return out, lse
+
+    def launch_into(self, q, k, v, out, lse, cu_q=None, cu_k=None) -> None:
+        """Launch on these tensors and outputs (`lse` None: not written; `cu_q`, `cu_k`: a varlen batch's)."""
+        for slot, t in zip(self.maps, (q, k, v)):
+            slot.set(t.data_ptr())
+        stream = driver.current_stream_handle(self.device)
+        self.out.value = out.data_ptr()
+        self.lse.value = lse.data_ptr() if lse is not None else None
+        self.counter.value = self.counters.pointer(stream) if self.counters is not None else None
+        self.cu_q.value = cu_q.data_ptr() if cu_q is not None else None
+        self.cu_k.value = cu_k.data_ptr() if cu_k is not None else None
+        self.prepared.launch(stream)
 
 
 def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None,
            _defines=None, _persistent=None, _sections=None, window=None, mods=None) -> None:
-    """One launch on checked inputs: q, k, v as (B, H, N, d) views (varlen: (1, H, total, d) views of the
-    packed tensors, with ``varlen = (cu_seqlens_q, cu_seqlens_k, total_q)`` and s's N_q, N_k the longest
-    sequences), O and LSE in the layout the variant writes; `mods` a ``kernels.score_mods.ScoreMods`` or None."""
-    B, H, N_q = s["B"], s["H"], s["N_q"]
-    defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
-    mods = mods if mods is not None else NO_MODS
-    kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None, mods.bits)
-    props = driver.device_props(dev)
-    num_tiles = -(-N_q // cfg.block_m) * H * B
-    persistent = PERSISTENT if _persistent is None else bool(_persistent)
-    grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
-    stream = driver.current_stream(dev)
-    # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM) hand out tiles from a counter, zeroed here in
-    # stream order
-    dynamic = (s["causal"] or varlen is not None) and s["d"] <= DYNAMIC_MAX_HEAD_DIM
-    counter = _tile_counter(dev, stream) if dynamic else None
-    i32 = ctypes.c_int
-    cu_q, cu_k, total_q = varlen if varlen is not None else (None, None, 0)
-    args = [*_tensor_maps(dev, s["dtype"], cfg, q, k, v), driver.ptr(out), driver.ptr(lse), i32(B), i32(H),
-            i32(s["H_kv"]), i32(N_q), i32(s["N_k"]),
-            ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
-            i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections, cfg.block_m,
-                               props.multi_processor_count)), driver.ptr(counter),
-            driver.ptr(cu_q), driver.ptr(cu_k), i32(total_q)]
-    if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
-        args += [i32(x) for x in window.kernel_args()]
-    if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
-        args += mods.kernel_args(scale)
-    driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem, stream)
+    """One launch on checked inputs, without a plan kept (:class:`Launch`'s arguments)."""
+    run = Launch(q, k, v, s, cfg, dev, smem, scale, varlen, _defines, _persistent, _sections, window, mods)
+    cu_q, cu_k = (varlen[0], varlen[1]) if varlen is not None else (None, None)
+    run.launch_into(q, k, v, out, lse, cu_q, cu_k)

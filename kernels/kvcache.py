@@ -3,11 +3,9 @@ decoding), FlashAttention's function of that name: the checks, the model's choic
 count, the append and the launch (``kernels.flash_decode_sm80``)."""
 from __future__ import annotations
 
-import threading
-
-from . import driver
+from . import driver, plans
 from .checks import check_smem
-from .kvcache_checks import KVCall, check_aligned, check_call, check_values
+from .kvcache_checks import KVCall, check_call, check_values
 
 __all__ = ["flash_attention_with_kvcache", "decode_shape", "decode_config"]
 
@@ -71,14 +69,10 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table
     """
     _check_flags(causal, num_splits)
     key = _signature(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits, config)
-    plans = _plans()
-    plan = plans.get(key) if key is not None else None
+    plan = plans.lookup(key, (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)))
     if plan is None:
         plan = _plan(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits, config)
-        if key is not None and len(plans) < _MAX_PLANS:
-            plans[key] = plan
-    else:
-        check_aligned(q, k_cache, v_cache, k, v)   # the cached plan saw these strides, not these pointers
+        plans.store(key, plan)
     seqlens = plan.call.seqlens if isinstance(cache_seqlens, int) else cache_seqlens
     if validate:
         check_values(plan.call, seqlens, block_table)
@@ -86,38 +80,18 @@ def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table
     return (out, lse) if return_softmax_lse else out
 
 
-#: call signature -> its DecodeLaunch (a decode loop calls with one signature thousands of times); one
-#: cache a thread, as a DecodeLaunch holds the pointers of the call in flight
-_LOCAL = threading.local()
-_MAX_PLANS = 256
-
-
-def _plans() -> dict:
-    plans = getattr(_LOCAL, "plans", None)
-    if plans is None:
-        plans = _LOCAL.plans = {}
-    return plans
-
-
-def _layout(t) -> tuple | None:
-    return None if t is None else (tuple(t.shape), t.stride(), t.dtype, t.device)
-
-
 def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, scale, num_splits, config):
-    """What a plan depends on (None: do not cache, e.g. an unhashable config or a full cache)."""
+    """What a plan depends on (``kernels.plans``; None: do not cache, e.g. an unhashable config); a decode
+    loop calls with one signature thousands of times."""
     import torch
 
-    if not all(isinstance(t, torch.Tensor) for t in (q, k_cache, v_cache)):
+    if isinstance(cache_seqlens, int):
+        lens = ("int", cache_seqlens)
+    elif isinstance(cache_seqlens, torch.Tensor):
+        lens = (cache_seqlens,)
+    else:
         return None
-    lens = ("int", cache_seqlens) if isinstance(cache_seqlens, int) else (
-        _layout(cache_seqlens) if isinstance(cache_seqlens, torch.Tensor) else None)
-    key = (tuple(_layout(t) for t in (q, k_cache, v_cache, k, v)), _layout(block_table), lens, causal, scale,
-           num_splits, config)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key if lens is not None else None
+    return plans.key(FAMILY, (q, k_cache, v_cache, k, v, block_table), lens, causal, scale, num_splits, config)
 
 
 def _plan(q, k_cache, v_cache, cache_seqlens, block_table, k, v, causal, softmax_scale, num_splits, config):

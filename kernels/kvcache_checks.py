@@ -14,7 +14,7 @@ from typing import Any
 
 from .checks import check_layout, check_scale
 
-__all__ = ["KVCall", "check_aligned", "check_call", "check_values", "tensor_of_rank", "half_tensor"]
+__all__ = ["KVCall", "check_call", "check_values", "tensor_of_rank", "half_tensor"]
 
 HEAD_DIMS = (64, 128)
 
@@ -140,13 +140,6 @@ def check_call(q, k_cache, v_cache, cache_seqlens, block_table, k, v, softmax_sc
     dtype = "bf16" if str(q.dtype).endswith("bfloat16") else "fp16"
     return KVCall(B, N_q, H, H_kv, d, dtype, paged, page, pages, capacity, n_new, check_scale(softmax_scale, d),
                   _seqlens(cache_seqlens, B, q.device), block_table)
-
-
-def check_aligned(*ts) -> None:
-    """The 16-byte alignment of the tensors' data (a call whose layout was checked before)."""
-    for t in ts:
-        if t is not None and t.data_ptr() % 16:
-            raise ValueError("the tensors' data must start at 16-byte aligned addresses; call .contiguous().")
 
 
 def check_values(call: KVCall, seqlens, table) -> None:

@@ -15,7 +15,7 @@ import ctypes
 import math
 from dataclasses import dataclass
 
-__all__ = ["ScoreMods", "score_mods", "check_softcap", "NO_MODS", "SOFTCAP", "ALIBI"]
+__all__ = ["ScoreMods", "score_mods", "check_softcap", "mods_key", "NO_MODS", "SOFTCAP", "ALIBI"]
 
 SOFTCAP, ALIBI = 1, 2   # the kernels' MODS bits
 
@@ -56,6 +56,14 @@ class ScoreMods:
 
 #: the arguments of a call without modifiers (MODS = 0 reads none of them)
 NO_MODS = ScoreMods()
+
+
+def mods_key(mods: ScoreMods | None):
+    """What a launch plan (``kernels.plans``) depends on in a call's modifiers: None without any, the softcap,
+    or the slopes tensor itself (whose pointer is a kernel argument: ``plans.key`` then keeps no plan)."""
+    if mods is None or not mods.bits:
+        return None
+    return mods.alibi if mods.alibi is not None else ("softcap", float(mods.softcap))
 
 
 def check_softcap(softcap) -> float:

@@ -294,8 +294,14 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
     return t < num_tiles ? t : -1;
 }
 
-// Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.
-__device__ __forceinline__ int claim_tile(int* counter) { return int(gridDim.x) + atomicAdd(counter, 1); }
+// Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.  Every
+// tile a CTA takes claims one more, so a launch makes exactly num_tiles claims (values 0 .. num_tiles - 1,
+// the grid being at most num_tiles CTAs); the claim that draws the last value is the launch's last use of
+// the counter, and atomicInc's wrap (old >= num_tiles - 1 -> 0) leaves it at zero for the next launch: the
+// launcher never zeroes it (no extra launch a call).
+__device__ __forceinline__ int claim_tile(int* counter, int num_tiles) {
+    return int(gridDim.x) + int(atomicInc(reinterpret_cast<unsigned*>(counter), unsigned(num_tiles - 1)));
+}
 // The slot that hands a decoded tile (m_block, h, b, n_blocks; m_block < 0: no more tiles) from
 // the producer to the consumers; the Q barriers order it (mbarrier arrive releases, wait acquires).
 __device__ __forceinline__ void st_slot(u32 addr, int a, int b, int c, int d) {
@@ -421,7 +427,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     const bool done = t >= num_tiles;
                     TileInfo<T> ti;
                     if (!done) ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
-                    const int t_next = done ? t : claim_tile(counter);
+                    const int t_next = done ? t : claim_tile(counter, num_tiles);
                     if (T::kVarlen && !done && ti.past) {   // the consumers never see it
                         t = t_next;
                         continue;
@@ -724,5 +730,5 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 //        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
 //        int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q)
 //        { sm90::flash_fwd_sm90<T>(tmQ, ..., counter, cu_q, cu_k, total_q); }
-// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs; counter: a zeroed
-// int (dynamic schedule, causal) or null.
+// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs; counter: an int at
+// zero (dynamic schedule: causal, varlen), which the launch leaves at zero (claim_tile), or null.

@@ -173,6 +173,7 @@ def test_config_none_goes_through_the_chooser(monkeypatch):
     """config=None asks iomodel.chooser.choose with the torch device name and the call's shape: over
     both flash families on an sm_90 GPU, flash_sm80 alone elsewhere or when the backend says so."""
     from iomodel import chooser
+    from kernels import plans
 
     calls = []
     real = chooser.choose
@@ -184,6 +185,7 @@ def test_config_none_goes_through_the_chooser(monkeypatch):
         return pick
 
     monkeypatch.setattr(chooser, "choose", spy)
+    plans.clear()   # a plan kept from an earlier call of this signature would skip the choice
     q, k, v = make_qkv(1, 4, 2, 512, 1024, 128, torch.bfloat16)
     o = kernels.flash_attention(q, k, v, causal=True)
     ref, _ = reference(q, k, v, True, 128 ** -0.5)

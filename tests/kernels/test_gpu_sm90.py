@@ -135,25 +135,28 @@ def test_input_errors():
 
 
 def test_auto_dispatch_runs_the_family_the_chooser_picks(monkeypatch):
-    """config=None on Hopper: the chooser ranks both flash families; the family it picks runs, with its config."""
+    """config=None on Hopper: the chooser ranks both flash families; the family it picks builds the call's
+    launch plan, with its config (once: the second call of the signature reuses the plan)."""
     from iomodel import chooser
-    from kernels import flash_sm80
+    from kernels import flash_sm80, plans
 
     ran = []
 
     def spy(mod):
-        real = mod.attention
+        real = mod.plan
 
-        def attention(*args, **kw):
+        def plan(*args, **kw):
             ran.append((mod.FAMILY, kw["config"]))
             return real(*args, **kw)
-        return attention
+        return plan
 
     for mod in (flash_sm80, flash_sm90):
-        monkeypatch.setattr(mod, "attention", spy(mod))
+        monkeypatch.setattr(mod, "plan", spy(mod))
+    plans.clear()
     torch.seed()
     q, k, v = (torch.randn(2, 8, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = kernels.flash_attention(q, k, v)
+    kernels.flash_attention(q, k, v)
     ref, _ = reference(q, k, v, False, 128 ** -0.5)
     assert float((o.float() - ref).norm() / ref.norm()) < 1e-2
     shape = dict(B=2, H=8, H_kv=8, N_q=2048, N_k=2048, d=128, causal=False, dtype="bf16")

@@ -15,19 +15,6 @@ from kernels import dispatch, flash_sm90
 
 OUT = os.environ.get("OUT", "/tmp")
 B, H, N, d = 16, 16, 1024, 128
-q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-cfg = dispatch.choose(["flash_sm90"], {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True,
-                                       "dtype": "bf16"}, 0).config
-
-
-def cudnn():
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-
-FNS = {"kernels.flash_attention": lambda: kernels.flash_attention(q, k, v, causal=True),
-       "flash_sm90.attention(config)": lambda: flash_sm90.attention(q, k, v, causal=True, config=cfg),
-       "sdpa cudnn": cudnn}
 
 
 def events(f, calls, sleep):
@@ -45,35 +32,57 @@ def events(f, calls, sleep):
     return host, s.elapsed_time(e) / calls
 
 
-rows = []
-for name, f in FNS.items():
-    for _ in range(20):
-        f()
-    host, _ = events(f, 200, True)
-    _, b2b = events(f, 200, False)
-    # GPU time: the sleep ahead, then the calls; the start event waits behind the sleep too, so time a short
-    # share right after the sleep began is not counted: record the start after the first call instead
+def gpu_time(f, calls=200):
+    """ms a call on the GPU: the sleep ahead, then the calls; the start event waits behind the sleep too, so
+    time a short share right after the sleep began is not counted: the start is recorded after the first call."""
     torch.cuda.synchronize()
     torch.cuda._sleep(int(2e9))
     f()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
-    for _ in range(200):
+    for _ in range(calls):
         f()
     e.record()
     e.synchronize()
-    gpu = s.elapsed_time(e) / 200
-    rows.append({"impl": name, "host_us": host * 1e6, "back_to_back_us": b2b * 1e3, "gpu_us": gpu * 1e3})
-pr = cProfile.Profile()
-pr.enable()
-for _ in range(200):
-    kernels.flash_attention(q, k, v, causal=True)
-pr.disable()
-torch.cuda.synchronize()
-st = io.StringIO()
-pstats.Stats(pr, stream=st).sort_stats("cumulative").print_stats(30)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "shape": [B, H, N, d, "causal"], "config": cfg.name, "rows": rows, "profile": st.getvalue()},
-          open(os.path.join(OUT, "host.json"), "w"), indent=1)
-for r in rows:
-    print(f"{r['impl']:30} host {r['host_us']:7.1f} us  back-to-back {r['back_to_back_us']:7.1f} us  GPU {r['gpu_us']:7.1f} us")
+    return s.elapsed_time(e) / calls
+
+
+def calls(q, k, v, cfg):
+    def cudnn():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return {"kernels.flash_attention": lambda: kernels.flash_attention(q, k, v, causal=True),
+            "flash_sm90.attention(config)": lambda: flash_sm90.attention(q, k, v, causal=True, config=cfg),
+            "sdpa cudnn": cudnn}
+
+
+def main():
+    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cfg = dispatch.choose(["flash_sm90"], {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True,
+                                           "dtype": "bf16"}, 0).config
+    rows = []
+    for name, f in calls(q, k, v, cfg).items():
+        for _ in range(20):
+            f()
+        host, _ = events(f, 200, True)
+        _, b2b = events(f, 200, False)
+        gpu = gpu_time(f)
+        rows.append({"impl": name, "host_us": host * 1e6, "back_to_back_us": b2b * 1e3, "gpu_us": gpu * 1e3})
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(200):
+        kernels.flash_attention(q, k, v, causal=True)
+    pr.disable()
+    torch.cuda.synchronize()
+    st = io.StringIO()
+    pstats.Stats(pr, stream=st).sort_stats("cumulative").print_stats(30)
+    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+               "shape": [B, H, N, d, "causal"], "config": cfg.name, "rows": rows, "profile": st.getvalue()},
+              open(os.path.join(OUT, "host.json"), "w"), indent=1)
+    for r in rows:
+        print(f"{r['impl']:30} host {r['host_us']:7.1f} us  back-to-back {r['back_to_back_us']:7.1f} us  GPU {r['gpu_us']:7.1f} us")
+
+
+if __name__ == "__main__":
+    main()
