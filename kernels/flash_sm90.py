@@ -144,8 +144,10 @@ def _outputs(q, shape: dict, return_lse: bool, out):
     o_shape = (shape["B"], shape["H"], shape["N_q"], shape["d"])
     if out is None:
         out = runtime.empty(o_shape, q.dtype, q.device)
-    elif tuple(out.shape) != o_shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
-        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {o_shape} on {q.device}")
+    elif (tuple(out.shape) != o_shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device
+          or out.data_ptr() % 16):   # (the kernel stores O's rows 16 bytes at a time)
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {o_shape} on {q.device}, starting at a "
+                         f"16-byte aligned address")
     lse = runtime.empty(o_shape[:3], torch.float32, q.device) if return_lse else None
     return out, lse
 

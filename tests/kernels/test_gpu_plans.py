@@ -143,3 +143,12 @@ def test_sm80_plan_allocates_fresh_outputs():
     assert a.data_ptr() != b.data_ptr()
     torch.cuda.synchronize()
     assert torch.equal(a, b)
+
+
+@needs_sm90
+def test_out_off_a_16_byte_boundary():
+    """flash_sm90's out= (rows stored 16 bytes at a time): a contiguous one off a 16-byte boundary is refused."""
+    q, k, v = qkv(1, 2, 2, 64, 64, fresh_seed())
+    flat = torch.empty(2 * 64 * 64 + 1, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        flash_sm90.attention(q, k, v, out=flat[1:].view(1, 2, 64, 64))

@@ -107,7 +107,7 @@ def test_the_small_cache_bar_is_below_the_read_floor():
         assert _best_sdpa(rows) / 1.5 < floor
 
 
-@pytest.mark.parametrize("run, roof", zip(RUNS[2:], (0.92, 0.915, 0.92, 0.92)), ids=("run4", "run5", "run6", "run7"))
+@pytest.mark.parametrize("run, roof", list(zip(RUNS[2:], (0.92, 0.915, 0.92, 0.92))), ids=("run4", "run5", "run6", "run7"))
 def test_large_caches_read_at_the_roof(run, roof):
     """Runs 4 to 7 (the model's Little's-law share of the bandwidth, its picks): every contiguous cache of
     256 MiB or more at one query row at 0.92 of the read roof or better (run 5: 0.918 at 256 MiB, the
