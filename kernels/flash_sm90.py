@@ -12,8 +12,8 @@ from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
 
-__all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads", "PERSISTENT",
-           "DEFAULT_DEFINES"]
+__all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads",
+           "schedule_defines", "PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
@@ -39,6 +39,15 @@ L2_SECTION_SHARE = 0.4
 # the largest head dim whose causal and varlen kernels take the dynamic schedule (FwdTraits::kDynamic,
 # SM90_DYN_MAX in the header)
 DYNAMIC_MAX_HEAD_DIM = 128
+# The static walk's switch, and the sliding windows that take it: a window with a right bound (the causal
+# flag) whose band the sequence's start cuts for at most this share of the query rows has tiles of one
+# length but for those, and the static walk ran such windows 3.5 to 8.5% faster than the dynamic schedule's
+# claims (validation/results/profile-window-h100-2026-11-25/: (4096, 0) at N = 32768 6.4-8.5% over three
+# configs; cut for 6 to 50% of the rows at d 64 and 128, N 8192 and 32768: 0.4 to 8.5% faster; the one
+# loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
+# keeps the dynamic schedule, which balances its unequal tiles.
+STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
+WINDOW_STATIC_CUT_SHARE = 0.5
 MIN_SECTION_HEADS = 8
 
 
@@ -153,12 +162,28 @@ def _outputs(q, shape: dict, return_lse: bool, out):
 
 
 def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
-                   sms: int) -> int:
+                   sms: int, static: bool) -> int:
     B, H = shape["B"], shape["H"]
-    if sections is None:
-        sections = (heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
-                                      -(-shape["N_q"] // block_m), sms) if shape["causal"] else B * H)
+    if sections is None and not shape["causal"]:
+        sections = B * H
+    elif sections is None and static:
+        sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
+    elif sections is None:
+        sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
+                                     -(-shape["N_q"] // block_m), sms)
     return max(1, min(int(sections), B * H))
+
+
+def schedule_defines(s: dict, window=None, varlen: bool = False) -> tuple[str, ...]:
+    """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
+    tiles (WINDOW_STATIC_CUT_SHARE); `window` a ``kernels.window.Window`` or None."""
+    if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
+        return DEFAULT_DEFINES
+    # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
+    cut = window.left - (s["N_k"] - s["N_q"]) if window.left >= 0 else s["N_q"]
+    if max(cut, 0) <= WINDOW_STATIC_CUT_SHARE * s["N_q"]:
+        return (*DEFAULT_DEFINES, STATIC_SCHEDULE)
+    return DEFAULT_DEFINES
 
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
@@ -209,7 +234,8 @@ class Launch:
     def __init__(self, q, k, v, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None, _defines=None,
                  _persistent=None, _sections=None, window=None, mods=None):
         B, H, N_q = s["B"], s["H"], s["N_q"]
-        defines = tuple(DEFAULT_DEFINES if _defines is None else _defines)
+        defines = tuple(schedule_defines(s, window, varlen is not None) if _defines is None else _defines)
+        static = STATIC_SCHEDULE in defines or s["d"] > DYNAMIC_MAX_HEAD_DIM
         mods = mods if mods is not None else NO_MODS
         kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
                        mods.bits)
@@ -218,8 +244,9 @@ class Launch:
         persistent = PERSISTENT if _persistent is None else bool(_persistent)
         grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
         self.shape, self.device = s, dev
-        # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM) hand out tiles from a counter
-        dynamic = (s["causal"] or varlen is not None) and s["d"] <= DYNAMIC_MAX_HEAD_DIM
+        # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
+        # from a counter
+        dynamic = (s["causal"] or varlen is not None) and not static
         self.counters = _tile_counters(dev) if dynamic else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
@@ -228,7 +255,7 @@ class Launch:
         args = [*(m.map for m in self.maps), self.out, self.lse, i32(B), i32(H), i32(s["H_kv"]), i32(N_q),
                 i32(s["N_k"]), ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
                 i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections, cfg.block_m,
-                                   props.multi_processor_count)), self.counter, self.cu_q, self.cu_k, i32(total_q)]
+                                   props.multi_processor_count, static)), self.counter, self.cu_q, self.cu_k, i32(total_q)]
         if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
             args += [i32(x) for x in window.kernel_args()]
         if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride

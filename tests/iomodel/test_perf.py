@@ -9,7 +9,7 @@ from iomodel.api import predict, rank_configs
 from iomodel.errors import ModelError
 from iomodel.hardware import load_spec
 from iomodel.peers import peer_prediction
-from iomodel.perf import occupancy
+from iomodel.perf import COMPUTE_TERMS, occupancy
 from iomodel.problems import conventional_flops
 from iomodel.tiles import search
 
@@ -161,8 +161,9 @@ def test_smem_read_by_the_tensor_instruction_overlaps_the_matrix_product(monkeyp
 
 
 def test_pipeline_fill_steps_add_the_unhidden_share_of_the_first_steps(monkeypatch):
-    """`fill_steps` per block run without overlap: the prediction grows by fill x (sum - sum/hide) of the
-    compute terms, with fill = fill_steps x blocks / stream steps, and the unit terms do not change."""
+    """`fill_steps` per block run without overlap: the compute time is the larger of the busiest unit's term
+    and sum x (fill + (1 - fill) / hide) of the compute terms, with fill = fill_steps x blocks / stream
+    steps, and the unit terms do not change."""
     from iomodel import api
 
     rng = np.random.default_rng()
@@ -182,6 +183,10 @@ def test_pipeline_fill_steps_add_the_unhidden_share_of_the_first_steps(monkeypat
     steps = n_blocks * -(-s.get("N_k", s["N_q"]) // cfg["block_n"])
     total = t["tensor"] + t["fp32"] + t["exp"]  # wgmma reads SMEM under the product
     hide = min(1 + fam.plan.interleave_slope, fam.plan.interleave_max)
+    busiest = max(t[u] for u in COMPUTE_TERMS)
     for fill in (1.0, 3.0):
-        want = fill * n_blocks / steps * (total - total / hide)
-        assert preds[fill].time_s - preds[0.0].time_s == pytest.approx(want, rel=1e-6)
+        f = min(fill * n_blocks / steps, 1.0)
+        want = max(busiest, total * (f + (1 - f) / hide)) - max(busiest, total / hide)
+        assert preds[fill].time_s - preds[0.0].time_s == pytest.approx(want, rel=1e-6, abs=1e-12)
+    # the shapes drawn leave the sum above the busiest unit once the first steps are unhidden
+    assert preds[3.0].time_s > preds[0.0].time_s

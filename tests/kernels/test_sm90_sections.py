@@ -46,3 +46,27 @@ def test_above_the_dynamic_schedule_the_l2_rule_decides():
     d = 2 * DYNAMIC_MAX_HEAD_DIM
     assert _sections(4, 8, 8, 2048, d, 128) == int(0.4 * L2 // (2 * 2048 * d * 2)) == 10   # 2 MiB a head
     assert _sections(4, 8, 8, 4096, d, 128) == 32   # fewer than 8 heads fit: one section of all
+
+
+def test_windows_of_equal_tiles_take_the_static_walk():
+    """schedule_defines: a causal window whose band key 0 cuts for at most WINDOW_STATIC_CUT_SHARE of the rows
+    is built for the static walk; wider windows, windows without a left bound or a right bound, varlen
+    batches and head dims past the dynamic schedule's keep the defaults."""
+    from kernels.flash_sm90 import DEFAULT_DEFINES, STATIC_SCHEDULE, WINDOW_STATIC_CUT_SHARE, schedule_defines
+    from kernels.window import Window
+
+    def s(n_q, n_k, d=128, causal=True):
+        return {"N_q": n_q, "N_k": n_k, "d": d, "causal": causal}
+
+    static = (*DEFAULT_DEFINES, STATIC_SCHEDULE)
+    assert schedule_defines(s(32768, 32768), Window(4096, 0)) == static
+    edge = int(WINDOW_STATIC_CUT_SHARE * 8192)
+    assert schedule_defines(s(8192, 8192), Window(edge, 0)) == static
+    assert schedule_defines(s(8192, 8192), Window(edge + 1, 0)) == DEFAULT_DEFINES
+    # N_k > N_q: the band starts N_k - N_q keys later, so fewer rows are cut
+    assert schedule_defines(s(8192, 8192 + 4096), Window(edge + 4096, 0)) == static
+    assert schedule_defines(s(8192, 8192), Window(-1, 16)) == DEFAULT_DEFINES          # no left bound
+    assert schedule_defines(s(8192, 8192, causal=False), Window(1024, -1)) == DEFAULT_DEFINES   # static already
+    assert schedule_defines(s(8192, 8192), None) == DEFAULT_DEFINES                    # plain causal
+    assert schedule_defines(s(8192, 8192), Window(1024, 0), varlen=True) == DEFAULT_DEFINES
+    assert schedule_defines(s(8192, 8192, d=192), Window(1024, 0)) == DEFAULT_DEFINES

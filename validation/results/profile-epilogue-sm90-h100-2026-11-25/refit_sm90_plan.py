@@ -41,6 +41,13 @@ def load():
             if any(x[0] == 'staged' and x[1] == s and x[2] == r['impl'] for x in data):
                 continue   # one row a config (the register-store kernel; staged configs ran it under the define)
             data.append(('staged', s, r['impl'], r['median_ms']))
+    # sliding windows on the static walk (their schedule since 2026-11-25): three configs at N = 32768
+    d = json.load(open(ROOT + 'profile-window-h100-2026-11-25/window-schedules.json'))
+    for r in d['rows']:
+        if r['impl'].startswith('window') and r['impl'].endswith('static, persistent'):
+            s = dict(B=1, H=16, H_kv=16, N_q=32768, N_k=32768, d=128, causal=True, dtype='bf16', window_left=4096,
+                     window_right=0)
+            data.append(('window', s, r['impl'].split()[1], r['median_ms']))
     return data
 
 def cfg_of(name_or_dict):
@@ -85,7 +92,8 @@ if __name__ == '__main__':
         pred = predict(data, plan)
         med, mean, reg = score(data, pred)
         worst = sorted(reg, reverse=True)[:3]
-        print(f"sl {sl} spw {spw} slope {im}: median {med*100:.2f}% mean {mean*100:.2f}% regrets>5%: {sum(r>0.05 for r,_ in reg)}/{len(reg)} "
+        print(f"sl {sl} spw {spw} slope {im}: median {med*100:.2f}% mean {mean*100:.2f}% mean regret "
+              f"{np.mean([r for r, _ in reg])*100:.2f}% regrets>5%: {sum(r>0.05 for r,_ in reg)}/{len(reg)} "
               f"max regret {worst[0][0]*100:.1f}% ({dict(worst[0][1][1])['N_q']},{dict(worst[0][1][1])['d']},{dict(worst[0][1][1])['causal']},{worst[0][1][0][:12]})", flush=True)
 
 def show(sl, spw, slope, groups=(("staged", 1024, 128, True), ("h100-sxm-2026-11-24-sweep-run2.json", 4096, 128, True), ("h100-sxm-2026-11-24-sweep-run2.json", 4096, 128, False))):

@@ -5,18 +5,18 @@ where per-tile costs weigh (B16 N1024 causal and not, d 128 and 64; B4 N4096 cau
 reference first; timed interleaved (CUDA events, shares queued behind a GPU sleep, 7 rounds, 3 input sets).
 Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-epilogue-sm90-h100-2026-11-25/staged_o_probe.py"""
-import json, os, sys, time
+import sys
 
 import torch
 
 from iomodel.families.flash_sm90 import SHIPPED
 from kernels import compile, dispatch, flash_sm90
 from kernels.window import Window
+from validation import probe_record
 from validation.peers import peer_runners
 from validation.reference import attention_reference
 from validation.timing import CudaEventTimer
 
-OUT = os.environ.get("OUT", "/tmp")
 timer = CudaEventTimer(max_repeats=200, target_s=0.1)
 NO_STAGE = ("SM90_NO_O_STAGE",)
 _cudnn = peer_runners(torch)["sdpa_cudnn"][0]
@@ -76,10 +76,9 @@ def main():
             rows.append({"shape": label, "impl": name, "staged_o": staged, "model_pick": picked, "max_abs_err": e,
                          "median_ms": r.median_s * 1e3, "min_ms": r.min_s * 1e3})
         print(f"{label} done", file=sys.stderr, flush=True)
-    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-               "command": "PYTHONPATH=. python3 validation/results/profile-epilogue-sm90-h100-2026-11-25/staged_o_probe.py",
-               "error_against": "the float32 reference (the window: the register-store kernel)",
-               "rows": rows}, open(os.path.join(OUT, "staged-o.json"), "w"), indent=1)
+    probe_record.write("staged-o.json", rows,
+                       "PYTHONPATH=. python3 validation/results/profile-epilogue-sm90-h100-2026-11-25/staged_o_probe.py",
+                       error_against="the float32 reference (the window: the register-store kernel)")
     for r in rows:
         print(f"{r['shape']:28} {r['impl']:18} staged {int(r['staged_o'])} pick {int(r['model_pick'])} "
               f"{r['median_ms']:.4f} ms  err {r['max_abs_err']:.1e}")

@@ -1,0 +1,20 @@
+"""validation.probe_record: a probe's record under $OUT with the device, torch, date and command beside its rows
+(torch stood in for by a stub with a device name and a version, so it runs without a GPU)."""
+import json
+import sys
+import types
+
+from validation import probe_record
+
+
+def test_record_holds_rows_command_and_where_it_ran(tmp_path, monkeypatch):
+    stub = types.SimpleNamespace(__version__="9.9.9+stub", cuda=types.SimpleNamespace(get_device_name=lambda: "Stub GPU"))
+    monkeypatch.setitem(sys.modules, "torch", stub)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    rows = [{"impl": "a", "median_ms": 1.25}, {"impl": "b", "median_ms": 2.5}]
+    path = probe_record.write("probe.json", rows, "python3 probe.py", note="extra field")
+    got = json.loads((tmp_path / "probe.json").read_text())
+    assert path == str(tmp_path / "probe.json")
+    assert got["rows"] == rows and got["command"] == "python3 probe.py" and got["note"] == "extra field"
+    assert got["device"] == "Stub GPU" and got["torch"] == "9.9.9+stub" and len(got["date"]) == 10
+    assert list(got)[-1] == "rows"   # the rows last, after what says where they came from
