@@ -72,7 +72,9 @@ struct FwdTraits {
     // walks a fixed list of tiles.  (Above d = 128 a fixed list: the claims did not pay at d = 192 and 256,
     // validation/results/profile-head-dims-h100-2026-11-24/ab-schedule-d192-d256.json.)
     // Varlen batches too: their tiles past a short sequence's rows are skipped by the producer alone,
-    // and the real ones (few and uneven) are balanced by the claims.
+    // and the real ones (few and uneven) are balanced by the claims.  The launcher builds a causal sliding
+    // window of tiles of one length with SM90_STATIC_SCHEDULE (kernels/flash_sm90.py, schedule_defines):
+    // the claims buy no balance there.
 #ifdef SM90_STATIC_SCHEDULE
     static constexpr bool kDynamic = false;
 #else
