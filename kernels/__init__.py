@@ -74,18 +74,10 @@ def flash_attention(q, k, v, causal=False, config=None, scale=None, return_lse=F
 
         out, lse = autograd.flash_attention(q, k, v, causal, scale, config, backend, bwd_config, deterministic)
         return (out, lse) if return_lse else out
-    from . import dispatch, plans
-    from .score_mods import mods_key
+    from . import dispatch
 
-    band = win if win.local else None
     # the family, config, checks and arguments of a call signature are settled once (kernels.plans)
-    sig = plans.key("flash_attention", (q, k, v), causal, config, scale, backend, band, mods_key(mods))
-    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
-    if run is None:
-        family, config = dispatch.flash_family(q, k, v, causal, config, backend, band, mods)
-        run = dispatch.runner(family).plan(q, k, v, causal=causal, config=config, scale=scale, window=band,
-                                           mods=mods)
-        plans.store(sig, run)
+    run = dispatch.forward_launch(q, k, v, causal, config, scale, backend, win if win.local else None, mods)
     out, lse = run(q, k, v, return_lse)
     return (out, lse) if return_lse else out
 
@@ -120,9 +112,9 @@ def flash_attention_backward(dout, q, k, v, out, lse, causal=False, scale=None, 
     kernel can only be picked on an sm_90 GPU)."""
     from . import dispatch
 
-    family, config = dispatch.backward_family(q, k, v, causal, config, deterministic)
-    run = dispatch.runner(family, backward=True)
-    return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config, deterministic=deterministic)
+    # the family, config and checks of a call signature are settled once (kernels.plans)
+    return dispatch.backward_launch(dout, q, k, v, out, lse, causal, scale, config, deterministic)(dout, q, k, v, out,
+                                                                                                 lse)
 
 
 def flash_attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, k=None, v=None, causal=True,

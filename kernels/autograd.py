@@ -14,8 +14,12 @@ input requires grad), so a compiled region never traces their registration.  The
 formula saves q, k, v, out and the LSE (one float per row) and calls the
 backward operator; nothing of size N_q x N_k is kept.  Configs cross the operator boundary as lists of
 their integer fields (a custom operator takes no Python objects): [] asks the model, inside the operator.
+Eager calls (not under torch.compile) run the same forward and backward as a ``torch.autograd.Function``
+instead, whose dispatch costs far less host time than a custom operator's.
 """
 # no `from __future__ import annotations`: torch.library reads the operators' annotations as types
+import functools
+
 import torch
 
 __all__ = ["flash_attention", "config_fields"]
@@ -44,9 +48,55 @@ def _config(fields, family: str):
     return families.get(family).config_type(*fields)
 
 
+def _forward(q, k, v, causal: bool, scale: float, backend: str, fwd_config):
+    """(O, LSE) of the operator's forward: with a config, backend names its family (sm80 | sm90); without,
+    the model picks (once a call signature: ``dispatch.forward_launch``)."""
+    from . import dispatch
+
+    if fwd_config:
+        family = dispatch.FLASH_BACKENDS[backend]
+        cfg = _config(fwd_config, family)
+        return dispatch.runner(family).attention(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True)
+    return dispatch.forward_launch(q, k, v, causal, None, scale, backend)(q, k, v, True)
+
+
+def _backward(dout, q, k, v, out, lse, causal: bool, scale: float, bwd_family: str, bwd_config, deterministic: bool):
+    """(dQ, dK, dV) of the operator's backward: with a config, bwd_family names its family; without ("" and
+    []), the model picks (once a call signature: ``dispatch.backward_launch``)."""
+    from . import dispatch
+
+    if bwd_config:
+        run = dispatch.runner(bwd_family, backward=True)
+        return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=_config(bwd_config, bwd_family),
+                            deterministic=deterministic)
+    return dispatch.backward_launch(dout, q, k, v, out, lse, causal, scale, None, deterministic)(dout, q, k, v, out,
+                                                                                                 lse)
+
+
+class _Eager(torch.autograd.Function):
+    """The same forward and backward as the operators, for eager calls: a custom operator's dispatch costs
+    hundreds of microseconds of host time a training step (validation/results/profile-host-h100-2026-11-25/
+    bwd-plans.json), which a small shape's kernels do not cover; torch.compile gets the operators."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, backend, fwd_config, bwd_family, bwd_config, deterministic):
+        out, lse = _forward(q, k, v, causal, scale, backend, fwd_config)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.causal, ctx.scale, ctx.deterministic = causal, scale, deterministic
+        ctx.bwd_family, ctx.bwd_config = bwd_family, bwd_config
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _backward(dout, q, k, v, out, lse, ctx.causal, ctx.scale, ctx.bwd_family, ctx.bwd_config,
+                               ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
 def _register():
     """Register the two operators and the forward's autograd formula (once: at import)."""
-    from . import dispatch
 
     @torch.library.custom_op("iomodel::flash_attn_fwd", mutates_args=())
     def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, backend: str,
@@ -54,12 +104,7 @@ def _register():
             deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         # with a config, backend names its family (sm80 | sm90); without, the model picks here, inside
         # the operator, where torch.compile does not trace; the backward's config and mode ride along
-        if fwd_config:
-            family = dispatch.FLASH_BACKENDS[backend]
-            cfg = _config(fwd_config, family)
-        else:
-            family, cfg = dispatch.flash_family(q, k, v, causal, None, backend)
-        return dispatch.runner(family).attention(q, k, v, causal=causal, config=cfg, scale=scale, return_lse=True)
+        return _forward(q, k, v, causal, scale, backend, fwd_config)
 
     @fwd.register_fake
     def _(q, k, v, causal, scale, backend, fwd_config, bwd_family, bwd_config, deterministic):
@@ -72,12 +117,7 @@ def _register():
             deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # with a config, bwd_family names its family; without ("" and []), the model picks the family and
         # config here, inside the operator
-        if bwd_config:
-            family, cfg = bwd_family, _config(bwd_config, bwd_family)
-        else:
-            family, cfg = dispatch.backward_family(q, k, v, causal, None, deterministic)
-        run = dispatch.runner(family, backward=True)
-        return run.backward(dout, q, k, v, out, lse, causal=causal, scale=scale, config=cfg, deterministic=deterministic)
+        return _backward(dout, q, k, v, out, lse, causal, scale, bwd_family, bwd_config, deterministic)
 
     @bwd.register_fake
     def _(dout, q, k, v, out, lse, causal, scale, bwd_family, bwd_config, deterministic):
@@ -103,6 +143,7 @@ def _register():
 FWD, BWD_OP = _register()
 
 
+@functools.cache
 def _backward_head_dims() -> tuple[int, ...]:
     """The head dims some backward family takes."""
     from iomodel import families
@@ -131,5 +172,5 @@ def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_conf
         fields = config_fields(_typed(family, config, d))
     bwd_family = dispatch.backward_config_family(bwd_config) if bwd_config is not None else ""
     bwd_fields = config_fields(_typed(bwd_family, bwd_config, d)) if bwd_family else []
-    return FWD(q, k, v, bool(causal), check_scale(scale, d), backend, fields, bwd_family, bwd_fields,
-               bool(deterministic))
+    args = (q, k, v, bool(causal), check_scale(scale, d), backend, fields, bwd_family, bwd_fields, bool(deterministic))
+    return FWD(*args) if torch.compiler.is_compiling() else _Eager.apply(*args)

@@ -11,7 +11,7 @@ from typing import Any
 from iomodel import families
 
 __all__ = ["check_qkv", "check_layout", "check_base", "check_scale", "check_config", "check_smem", "dtype_name", "check_like",
-           "rows_aligned", "check_lse", "backward_inputs"]
+           "rows_aligned", "with_aligned_rows", "check_lse", "backward_inputs"]
 
 
 def _torch():
@@ -176,6 +176,12 @@ def backward_inputs(dout, out, lse, q, shape: tuple):
     check_like("out", out, q, shape)
     check_like("dout", dout, q, shape)
     check_lse(lse, shape, q)
-    out = out if rows_aligned(out) else out.contiguous()
-    dout = dout if rows_aligned(dout) else dout.contiguous()
-    return out, dout, lse.contiguous()
+    return with_aligned_rows(out), with_aligned_rows(dout), lse.contiguous()
+
+
+def with_aligned_rows(t):
+    """`t`, or a contiguous copy of it in fresh memory where its rows are not 16-byte aligned (``contiguous()``
+    would return a contiguous tensor that starts off a 16-byte boundary as it is)."""
+    import torch
+
+    return t if rows_aligned(t) else t.clone(memory_format=torch.contiguous_format)

@@ -21,7 +21,7 @@ from iomodel.problems import is_windowed, score_mods_of
 from . import driver
 from .checks import check_config, check_qkv, check_scale, check_smem
 
-__all__ = ["FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
+__all__ = ["forward_launch", "backward_launch", "FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
            "backward_config_family", "backward_family", "choose", "config_for", "forward_family", "prepare"]
 
 FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
@@ -171,3 +171,35 @@ def prepare(family: str, q, k, v, causal, config, scale, window=None, mods=None)
     smem = cfg.smem_bytes(q.element_size())
     check_smem(family, cfg, smem, driver.max_smem_optin(index))
     return Call(shape, cfg, sc, index, smem)
+
+
+# ------------------------------------------------------------------------------------ launch plans
+def forward_launch(q, k, v, causal, config, scale, backend: str = "auto", window=None, mods=None):
+    """The launch plan (``kernels.plans``) of a forward call: kept per call signature, so that the family's
+    choice, the checks and the arguments are settled once; call it as ``run(q, k, v, return_lse)``.
+    `window`: a local ``kernels.window.Window`` or None; `mods`: a ``kernels.score_mods.ScoreMods`` or None."""
+    from . import plans
+    from .score_mods import mods_key
+
+    sig = plans.key("flash_attention", (q, k, v), causal, config, scale, backend, window, mods_key(mods))
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        family, config = flash_family(q, k, v, causal, config, backend, window, mods)
+        run = runner(family).plan(q, k, v, causal=causal, config=config, scale=scale, window=window, mods=mods)
+        plans.store(sig, run)
+    return run
+
+
+def backward_launch(dout, q, k, v, out, lse, causal, scale, config, deterministic: bool):
+    """The launch plan of a backward call (as :func:`forward_launch`); call it as ``run(dout, q, k, v, out,
+    lse)``."""
+    from . import plans
+
+    sig = plans.key("flash_attention_backward", (dout, q, k, v, out, lse), causal, scale, config, bool(deterministic))
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        family, config = backward_family(q, k, v, causal, config, deterministic)
+        run = runner(family, backward=True).plan(dout, q, k, v, out, lse, causal=causal, scale=scale, config=config,
+                                                 deterministic=deterministic)
+        plans.store(sig, run)
+    return run

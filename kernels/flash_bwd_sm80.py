@@ -16,11 +16,11 @@ import math
 
 from iomodel.families.flash_bwd_sm80 import dq_block_k
 
-from . import bwd_rows, compile, driver, runtime
-from .checks import backward_inputs, check_smem
+from . import bwd_rows, compile, driver, plans, runtime
+from .checks import backward_inputs, check_smem, with_aligned_rows
 from .dispatch import prepare
 
-__all__ = ["FAMILY", "DETERMINISTIC", "backward", "module", "kernel_names"]
+__all__ = ["FAMILY", "DETERMINISTIC", "backward", "plan", "BackwardLaunch", "module", "kernel_names"]
 
 FAMILY = "flash_bwd_sm80"
 DETERMINISTIC = "flash_bwd_sm80_deterministic"
@@ -65,31 +65,61 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     natural log) are the forward's outputs (``flash_attention(..., return_lse=True)``); `dout` has q's
     shape and dtype (copied when its rows are not contiguous).  config: a FlashBwdConfig (or a dict of its
     fields); None asks the model.  deterministic: dQ summed in a fixed order (no atomics).  Returns dq
-    like q, dk and dv like k and v (contiguous)."""
+    like q, dk and dv like k and v (contiguous).  The checks and the config are settled once a call
+    signature (``kernels.plans``)."""
+    sig = plans.key(FAMILY, "backward", (dout, q, k, v, out, lse), causal, config, scale, bool(deterministic))
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        run = plan(dout, q, k, v, out, lse, causal, scale, config, deterministic)
+        plans.store(sig, run)
+    return run(dout, q, k, v, out, lse)
+
+
+def plan(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None,
+         deterministic: bool = False) -> "BackwardLaunch":
+    """The checked launches of a call's signature (its arguments as :func:`backward`'s)."""
     family = DETERMINISTIC if deterministic else FAMILY
     call = prepare(family, q, k, v, causal, config, scale)
     s, cfg = call.shape, call.config
     if deterministic:   # prepare checked the main kernel's SMEM; the dQ kernel has its own
         check_smem(family, cfg, cfg.dq_smem_bytes(q.element_size()), driver.max_smem_optin(call.device))
-    B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
-    out, dout, lse = backward_inputs(dout, out, lse, q, (B, H, N_q, s["d"]))
-    ws = bwd_rows.workspace(q, s, cfg.block_q, accumulator=not deterministic)
-    dot, main, last = _kernels(call.device, cfg, s["dtype"], s["causal"], bool(deterministic))
-    i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
+    backward_inputs(dout, out, lse, q, (s["B"], s["H"], s["N_q"], s["d"]))   # the layouts' checks
+    return BackwardLaunch(call, deterministic)
 
-    bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
-    common = [i32(H), i32(H // H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), f32(call.scale * runtime.LOG2E),
-              f32(call.scale)]
-    driver.launch(main, (math.ceil(N_k / cfg.block_k), H_kv, B), (cfg.threads, 1, 1),
-                  [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk),
-                   ptr(ws.dv), *st(q), *st(k), *st(v), *st(dout), *st(ws.dk), *st(ws.dv), *common], call.smem)
-    if deterministic:
-        driver.launch(last, (ws.n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
-                      [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq),
-                       *st(q), *st(k), *st(v), *st(dout), *st(ws.dq), *common], cfg.dq_smem_bytes())
-    else:   # the accumulator is in the warps' order (csrc DqLayout)
-        bwd_rows.launch_convert(last, ws, s, call.scale)
-    return ws.dq, ws.dk, ws.dv
+
+class BackwardLaunch:
+    """One signature's backward, settled once (the config and its kernels); a call allocates the workspace
+    and outputs and makes the launches."""
+
+    def __init__(self, call, deterministic: bool):
+        s = call.shape
+        self.call, self.deterministic = call, bool(deterministic)
+        self.kernels = _kernels(call.device, call.config, s["dtype"], s["causal"], self.deterministic)
+
+    def __call__(self, dout, q, k, v, out, lse):
+        call, cfg = self.call, self.call.config
+        s = call.shape
+        B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
+        # out and dout copied where their rows are not 16-byte aligned (the signature fixed their strides,
+        # not their addresses)
+        out, dout, lse = with_aligned_rows(out), with_aligned_rows(dout), lse.contiguous()
+        ws = bwd_rows.workspace(q, s, cfg.block_q, accumulator=not self.deterministic)
+        dot, main, last = self.kernels
+        i32, f32, ptr, st = ctypes.c_int, ctypes.c_float, driver.ptr, driver.strides
+
+        bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
+        common = [i32(H), i32(H // H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), f32(call.scale * runtime.LOG2E),
+                  f32(call.scale)]
+        driver.launch(main, (math.ceil(N_k / cfg.block_k), H_kv, B), (cfg.threads, 1, 1),
+                      [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk),
+                       ptr(ws.dv), *st(q), *st(k), *st(v), *st(dout), *st(ws.dk), *st(ws.dv), *common], call.smem)
+        if self.deterministic:
+            driver.launch(last, (ws.n_qp // cfg.block_q, H, B), (cfg.dq_threads, 1, 1),
+                          [ptr(q), ptr(k), ptr(v), ptr(dout), ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq),
+                           *st(q), *st(k), *st(v), *st(dout), *st(ws.dq), *common], cfg.dq_smem_bytes())
+        else:   # the accumulator is in the warps' order (csrc DqLayout)
+            bwd_rows.launch_convert(last, ws, s, call.scale)
+        return ws.dq, ws.dk, ws.dv
 
 
 # ---------------------------------------------------------------------------- offline builds (nvcc, ptxas)

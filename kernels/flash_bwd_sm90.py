@@ -16,12 +16,12 @@ import functools
 from iomodel import families
 from iomodel.perf import tail_pieces
 
-from . import bwd_rows, compile, driver, runtime
-from .checks import backward_inputs
+from . import bwd_rows, compile, driver, plans, runtime
+from .checks import backward_inputs, with_aligned_rows
 from .dispatch import prepare
 from .flash_sm90 import TMA_BOX_COLS, _tma_dims
 
-__all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "module", "kernel_names", "unit", "tail_split",
+__all__ = ["FAMILY", "DETERMINISTIC", "ARCH", "backward", "plan", "BackwardLaunch", "module", "kernel_names", "unit", "tail_split",
            "piece_floats", "grid_size"]
 
 FAMILY = "flash_bwd_sm90"
@@ -142,13 +142,10 @@ def _kernels(index: int, cfg, dtype: str, causal: bool, deterministic: bool, sme
     return driver.kernel(index, mod, dot, 0), driver.kernel(index, mod, main, smem), driver.kernel(index, mod, convert, 0)
 
 
-def _tensor_maps(index: int, dtype: str, cfg, q, k, v, dout) -> list:
-    """TMA descriptors of Q and dO (boxes of block_m rows) and K, V (boxes of block_n rows)."""
-    maps = []
-    for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n), (dout, cfg.block_m)):
-        dims, strides_bytes = _tma_dims(t)
-        maps.append(driver.tensor_map(index, dtype, t.data_ptr(), dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
-    return maps
+def _map_slot(dtype: str, t, rows: int):
+    """A TMA descriptor of a (B, H, N, d) view with boxes of `rows` rows, its address unset."""
+    dims, strides_bytes = _tma_dims(t)
+    return driver.TensorMapSlot(dtype, dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1])
 
 
 def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False,
@@ -164,33 +161,75 @@ def backward(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=N
     IOM_BWD90_TRACE or IOM_BWD90_CTA_TIMES switch (in ``_defines``), passed in the semaphores' place;
     ``_sections``: the (KV head, batch) groups of a scheduling section (groups_per_section by default);
     ``_pieces``: the tail split's pieces (tail_split's by default; 1: none).  The CTA timelines' buffer
-    needs 16 ints a CTA of the grid (`grid_size`)."""
-    import torch
+    needs 16 ints a CTA of the grid (`grid_size`).  The checks, the config and the launches' sizes are
+    settled once a call signature (``kernels.plans``)."""
+    sig = None if _trace is not None else plans.key(FAMILY, "backward", (dout, q, k, v, out, lse), causal, config,
+                                                     scale, bool(deterministic), _defines, _sections, _pieces)
+    run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
+    if run is None:
+        run = plan(dout, q, k, v, out, lse, causal, scale, config, deterministic, _defines, _sections, _pieces)
+        plans.store(sig, run)
+    return run(dout, q, k, v, out, lse, _trace)
 
+
+def plan(dout, q, k, v, out, lse, causal: bool = False, scale=None, config=None, deterministic: bool = False,
+         _defines=None, _sections=None, _pieces=None) -> "BackwardLaunch":
+    """The checked launches of a call's signature (its arguments as :func:`backward`'s)."""
     call = prepare(DETERMINISTIC if deterministic else FAMILY, q, k, v, causal, config, scale)
-    s, cfg, dev = call.shape, call.config, call.device
-    B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
-    out, dout, lse = backward_inputs(dout, out, lse, q, (B, H, N_q, s["d"]))
-    ws = bwd_rows.workspace(q, s, cfg.block_m, accumulator=True)
-    sem = (torch.zeros((B, H, ws.n_qp // cfg.block_m), dtype=torch.int32, device=q.device) if deterministic
-           else _trace)
-    dot, main, convert = _kernels(dev, cfg, s["dtype"], s["causal"], bool(deterministic), call.smem,
-                                  tuple(DEFAULT_DEFINES if _defines is None else _defines))
-    i32, f32, ptr = ctypes.c_int, ctypes.c_float, driver.ptr
+    s = call.shape
+    backward_inputs(dout, out, lse, q, (s["B"], s["H"], s["N_q"], s["d"]))   # the layouts' checks
+    return BackwardLaunch(call, q, k, v, dout, deterministic, _defines, _sections, _pieces)
 
-    bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
-    maps = _tensor_maps(dev, s["dtype"], cfg, q, k, v, dout)
-    groups, sms = B * H_kv, driver.device_props(dev).multi_processor_count
-    sec = groups_per_section(s, cfg.block_n, sms) if _sections is None else max(1, min(int(_sections), groups))
-    whole, pieces = tail_split(s, cfg, sms, ws.n_qp, _pieces)
-    tail = _units(s, cfg) - whole
-    # the pieces' partial dK and dV (d floats a consumer thread: d / 2 of each) and an arrival counter a split unit
-    part = runtime.empty((tail * pieces * piece_floats(cfg),), torch.float32, q.device) if tail else None
-    count = torch.zeros((tail,), dtype=torch.int32, device=q.device) if tail else None
-    driver.launch(main, (whole + tail * pieces, 1, 1), (cfg.threads, 1, 1),
-                  [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), ptr(part),
-                   ptr(count), i32(B), i32(H), i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), i32(sec), i32(whole),
-                   i32(pieces), f32(call.scale * runtime.LOG2E), f32(call.scale)],
-                  call.smem)
-    bwd_rows.launch_convert(convert, ws, s, call.scale)
-    return ws.dq, ws.dk, ws.dv
+
+class BackwardLaunch:
+    """One signature's backward, settled once: the config, kernels, scheduling sections, tail split and the
+    TMA descriptors of Q, K, V and dO (encoded again only when a tensor moves); a call allocates the
+    workspace and outputs and makes the three launches."""
+
+    def __init__(self, call, q, k, v, dout, deterministic: bool, defines=None, sections=None, pieces=None):
+        s, cfg, dev = call.shape, call.config, call.device
+        self.call, self.deterministic = call, bool(deterministic)
+        self.kernels = _kernels(dev, cfg, s["dtype"], s["causal"], self.deterministic, call.smem,
+                                tuple(DEFAULT_DEFINES if defines is None else defines))
+        groups, sms = s["B"] * s["H_kv"], driver.device_props(dev).multi_processor_count
+        self.sec = groups_per_section(s, cfg.block_n, sms) if sections is None else max(1, min(int(sections), groups))
+        n_qp = -(-s["N_q"] // cfg.block_m) * cfg.block_m   # (bwd_rows.workspace's)
+        self.whole, self.pieces = tail_split(s, cfg, sms, n_qp, pieces)
+        self.tail = _units(s, cfg) - self.whole
+        self.maps = [_map_slot(s["dtype"], t, rows)
+                     for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n), (dout, cfg.block_m))]
+        self.dout_strides = tuple(dout.stride())   # the dO layout its descriptor was made for
+
+    def __call__(self, dout, q, k, v, out, lse, trace=None):
+        import torch
+
+        call, cfg = self.call, self.call.config
+        s = call.shape
+        B, H, H_kv, N_q, N_k = (s[x] for x in ("B", "H", "H_kv", "N_q", "N_k"))
+        # out and dout copied where their rows are not 16-byte aligned (the signature fixed their strides,
+        # not their addresses); a copied dO gets a descriptor of its own
+        out, dout, lse = with_aligned_rows(out), with_aligned_rows(dout), lse.contiguous()
+        ws = bwd_rows.workspace(q, s, cfg.block_m, accumulator=True)
+        sem = (torch.zeros((B, H, ws.n_qp // cfg.block_m), dtype=torch.int32, device=q.device) if self.deterministic
+               else trace)
+        dot, main, convert = self.kernels
+        i32, f32, ptr = ctypes.c_int, ctypes.c_float, driver.ptr
+
+        bwd_rows.launch_dot(dot, out, dout, lse, ws, s)
+        dout_map = (self.maps[3] if tuple(dout.stride()) == self.dout_strides
+                    else _map_slot(s["dtype"], dout, cfg.block_m))
+        maps = [slot.set(t.data_ptr()).map for slot, t in zip((*self.maps[:3], dout_map), (q, k, v, dout))]
+        tail = self.tail
+        # the pieces' partial dK and dV (d floats a consumer thread: d / 2 of each) and an arrival counter a
+        # split unit
+        part = runtime.empty((tail * self.pieces * piece_floats(cfg),), torch.float32, q.device) if tail else None
+        count = torch.zeros((tail,), dtype=torch.int32, device=q.device) if tail else None
+        driver.launch(main, (self.whole + tail * self.pieces, 1, 1), (cfg.threads, 1, 1),
+                      [*maps, ptr(ws.lse2), ptr(ws.delta), ptr(ws.dq_acc), ptr(ws.dk), ptr(ws.dv), ptr(sem), ptr(part),
+                       ptr(count), i32(B), i32(H), i32(H_kv), i32(N_q), i32(N_k), i32(ws.n_qp), i32(self.sec),
+                       i32(self.whole), i32(self.pieces), f32(call.scale * runtime.LOG2E), f32(call.scale)],
+                      call.smem)
+        bwd_rows.launch_convert(convert, ws, s, call.scale)
+        return ws.dq, ws.dk, ws.dv
+
+

@@ -152,3 +152,58 @@ def test_out_off_a_16_byte_boundary():
     flat = torch.empty(2 * 64 * 64 + 1, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="16-byte aligned"):
         flash_sm90.attention(q, k, v, out=flat[1:].view(1, 2, 64, 64))
+
+
+def float_grads(q, k, v, dout, causal):
+    """dq, dk, dv of float32 attention (GQA, bottom-right causal) by autograd."""
+    qs, ks, vs = (x.detach().float().requires_grad_() for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    kk, vv = ks.repeat_interleave(g, dim=1), vs.repeat_interleave(g, dim=1)
+    s = qs @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n_q, n_k = q.shape[2], k.shape[2]
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q), float("-inf"))
+    out = torch.softmax(s, dim=-1) @ vv
+    return torch.autograd.grad(out, (qs, ks, vs), dout.float())
+
+
+def assert_grads_close(ours, ref):
+    for name, o, r in zip(("dq", "dk", "dv"), ours, ref):
+        rel = float(torch.linalg.vector_norm((o.float() - r).flatten()) / torch.linalg.vector_norm(r.flatten()))
+        assert rel < 2e-2, (name, rel)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_plan_reused_on_new_tensors(causal, deterministic):
+    """Backward calls 2 and 3 of a signature hit its plan (the model's family: flash_bwd_sm90 on Hopper):
+    other tensors, right gradients; a dO of the plan's strides off a 16-byte boundary is copied, not refused."""
+    plans.clear()
+    seed = fresh_seed()
+    for i in range(3):
+        q, k, v = qkv(2, 4, 2, 333, 128, seed + i)
+        dout = torch.randn_like(q)
+        if i == 2:   # the same strides, a base 2 bytes past an aligned one
+            flat = torch.empty(dout.numel() + 1, device="cuda", dtype=dout.dtype)
+            dout = flat[1:].view_as(dout).copy_(dout)
+        out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
+        grads = kernels.flash_attention_backward(dout, q, k, v, out, lse, causal=causal, deterministic=deterministic)
+        torch.cuda.synchronize()
+        assert_grads_close(grads, float_grads(q, k, v, dout, causal))
+    assert len([s for s in plans.cache() if s[0] == "flash_attention_backward"]) == 1
+
+
+def test_backward_plan_per_family_entry():
+    """The family entries keep their own plans: the mma.sync backward's called twice, right both times."""
+    from kernels import flash_bwd_sm80
+
+    plans.clear()
+    seed = fresh_seed()
+    for i in range(2):
+        q, k, v = qkv(1, 4, 4, 300, 64, seed + i)
+        dout = torch.randn_like(q)
+        out, lse = kernels.flash_attention(q, k, v, causal=True, return_lse=True)
+        grads = flash_bwd_sm80.backward(dout, q, k, v, out, lse, causal=True)
+        torch.cuda.synchronize()
+        assert_grads_close(grads, float_grads(q, k, v, dout, True))
+    assert len([s for s in plans.cache() if s[0] == "flash_bwd_sm80"]) == 1
