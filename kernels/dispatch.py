@@ -18,8 +18,9 @@ from iomodel import families
 from iomodel.names import suggest
 from iomodel.problems import is_windowed, score_mods_of
 
-from . import driver
+from . import driver, plans
 from .checks import check_config, check_qkv, check_scale, check_smem
+from .score_mods import mods_key
 
 __all__ = ["forward_launch", "backward_launch", "FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
            "backward_config_family", "backward_family", "choose", "config_for", "forward_family", "prepare"]
@@ -178,9 +179,6 @@ def forward_launch(q, k, v, causal, config, scale, backend: str = "auto", window
     """The launch plan (``kernels.plans``) of a forward call: kept per call signature, so that the family's
     choice, the checks and the arguments are settled once; call it as ``run(q, k, v, return_lse)``.
     `window`: a local ``kernels.window.Window`` or None; `mods`: a ``kernels.score_mods.ScoreMods`` or None."""
-    from . import plans
-    from .score_mods import mods_key
-
     sig = plans.key("flash_attention", (q, k, v), causal, config, scale, backend, window, mods_key(mods))
     run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
     if run is None:
@@ -193,8 +191,6 @@ def forward_launch(q, k, v, causal, config, scale, backend: str = "auto", window
 def backward_launch(dout, q, k, v, out, lse, causal, scale, config, deterministic: bool):
     """The launch plan of a backward call (as :func:`forward_launch`); call it as ``run(dout, q, k, v, out,
     lse)``."""
-    from . import plans
-
     sig = plans.key("flash_attention_backward", (dout, q, k, v, out, lse), causal, scale, config, bool(deterministic))
     run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
     if run is None:

@@ -92,12 +92,10 @@ class Launch:
         self.prepared = driver.Prepared(kern, (math.ceil(N_q / cfg.block_m), H, B), (cfg.threads, 1, 1), call.smem,
                                         5, tail)
 
-    def __call__(self, q, k, v, return_lse: bool = False, out=None):
+    def __call__(self, q, k, v, return_lse: bool = False):
         """(O, LSE) of tensors of the plan's signature (the LSE is written whether asked or not)."""
         import torch
 
-        if out is not None:
-            raise ValueError("the flash_sm80 kernel allocates its output (out= is flash_sm90's)")
         o = runtime.empty(self.o_shape, q.dtype, q.device)
         lse = runtime.empty(self.o_shape[:3], torch.float32, q.device)
         p = self.prepared

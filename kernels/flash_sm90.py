@@ -136,14 +136,10 @@ class TileCounters:
         return c.data_ptr()
 
 
-_counters: dict[int, TileCounters] = {}
-
-
+@functools.cache
 def _tile_counters(index: int) -> TileCounters:
-    c = _counters.get(index)
-    if c is None:
-        c = _counters[index] = TileCounters(index)
-    return c
+    """The device's tile counters."""
+    return TileCounters(index)
 
 
 def _outputs(q, shape: dict, return_lse: bool, out):

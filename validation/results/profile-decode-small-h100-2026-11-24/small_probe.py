@@ -5,16 +5,15 @@ merge), "loads only" both. Timed interleaved with cuDNN and the read floor (CUDA
 behind a GPU sleep), B1 N_k 8192 and 32768, GQA 32:8, N_q 1, d 128, bf16. Outputs of the cut variants are
 meaningless; the shipped one is checked against cuDNN. Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-decode-small-h100-2026-11-24/small_probe.py"""
-import json, os, re, sys, time, torch
+import os, sys, torch
 import kernels.flash_decode_sm80 as kfd
 from kernels import compile
 from kernels.kvcache import _plan
-from kernels.compile import inline_includes
 from validation.timing import CudaEventTimer
+from validation import probe_record
 from validation.decode_torch import TorchDecode
 from iomodel.families.flash_decode_sm80 import DecodeConfig
 
-OUT = os.environ.get("OUT", "/tmp")
 HEADER = open(os.path.join(os.path.dirname(kfd.__file__), "csrc", kfd.HEADER)).read()
 a = HEADER.index("        const u32 sK = sRing + ((j - c0) % STAGES)")
 b = HEADER.index("mma_rb<T, MT, KW, HEAD_DIM, ROW_BYTES>(acc, pa, sK + CHUNK_BYTES, 0, xo);\n") + len(
@@ -70,8 +69,6 @@ for Nk in (8192, 32768):
                      "min_us": None if isinstance(r, Exception) else r.min_s * 1e6})
     rows.append({"N_k": Nk, "check": "shipped p8 against cuDNN, max abs difference", "value": err})
     print(f"N_k {Nk} done", file=sys.stderr, flush=True)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "command": "PYTHONPATH=. python3 validation/results/profile-decode-small-h100-2026-11-24/small_probe.py",
-           "rows": rows}, open(os.path.join(OUT, "small-cache-cuts.json"), "w"), indent=1)
+probe_record.write("small-cache-cuts.json", rows, "PYTHONPATH=. python3 validation/results/profile-decode-small-h100-2026-11-24/small_probe.py")
 for r in rows:
     print(r)

@@ -5,15 +5,15 @@ wall time over calls; back-to-back: CUDA events around 200 calls without the sle
 forward rows time); GPU time: events around 200 calls queued behind a sleep. Then a cProfile of 200 calls of
 kernels.flash_attention. Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-host-h100-2026-11-24/host_probe.py"""
-import cProfile, io, json, os, pstats, time
+import cProfile, io, pstats, time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import kernels
 from kernels import dispatch, flash_sm90
+from validation import probe_record
 
-OUT = os.environ.get("OUT", "/tmp")
 B, H, N, d = 16, 16, 1024, 128
 
 
@@ -77,9 +77,8 @@ def main():
     torch.cuda.synchronize()
     st = io.StringIO()
     pstats.Stats(pr, stream=st).sort_stats("cumulative").print_stats(30)
-    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-               "shape": [B, H, N, d, "causal"], "config": cfg.name, "rows": rows, "profile": st.getvalue()},
-              open(os.path.join(OUT, "host.json"), "w"), indent=1)
+    probe_record.write("host.json", rows, "PYTHONPATH=. python3 validation/results/profile-host-h100-2026-11-24/host_probe.py",
+                       shape=[B, H, N, d, "causal"], config=cfg.name, profile=st.getvalue())
     for r in rows:
         print(f"{r['impl']:30} host {r['host_us']:7.1f} us  back-to-back {r['back_to_back_us']:7.1f} us  GPU {r['gpu_us']:7.1f} us")
 

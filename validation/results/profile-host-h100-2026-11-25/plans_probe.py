@@ -5,15 +5,15 @@ d 64 and 128, causal and not, bf16. Host time: 200 calls queued behind a 2 s GPU
 back to back: CUDA events around 200 calls without the sleep; GPU time: events around 200 calls queued
 behind a sleep. Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-host-h100-2026-11-25/plans_probe.py"""
-import importlib.util, json, os, pathlib, time
+import importlib.util, pathlib
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import kernels
 from kernels import dispatch, flash_sm90, plans
+from validation import probe_record
 
-OUT = os.environ.get("OUT", "/tmp")
 # the timing of the probe before plans (its events and gpu_time), so both measure alike
 _spec = importlib.util.spec_from_file_location(
     "host_probe", pathlib.Path(__file__).parent.parent / "profile-host-h100-2026-11-24" / "host_probe.py")
@@ -58,5 +58,4 @@ for d in (128, 64):
             r = rows[-1]
             print(f"d{d} {'causal' if causal else 'full  '} {name:36} host {r['host_us']:7.1f} us  back-to-back "
                   f"{r['back_to_back_us']:7.1f} us  GPU {r['gpu_us']:7.1f} us  err {err:.3g}", flush=True)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "shape": [B, H, N], "dtype": "bf16", "rows": rows}, open(os.path.join(OUT, "plans.json"), "w"), indent=1)
+probe_record.write("plans.json", rows, "PYTHONPATH=. python3 validation/results/profile-host-h100-2026-11-25/plans_probe.py", shape=[B, H, N], dtype="bf16")

@@ -3,11 +3,12 @@ before (main at 2aae871: the block table read where each chunk's copies are issu
 contiguous and paged caches over parts and ring depth, one interleaved group a shape; and the 32 MiB
 cache's parts and rings beside cuDNN and the read floor. Outputs of the two kernels compared bit for bit
 first. Run from the repository root: PYTHONPATH=. python3 validation/results/profile-paged-h100-2026-11-24/table_probe.py"""
-import json, os, sys, time, torch
+import os, sys, time, torch
 import kernels.flash_decode_sm80 as kfd
 from kernels import compile
 from kernels.kvcache import _plan
 from validation.timing import CudaEventTimer
+from validation import probe_record
 from validation.decode_torch import TorchDecode
 from iomodel.families.flash_decode_sm80 import DecodeConfig
 
@@ -21,7 +22,6 @@ else:
     import subprocess
     BEFORE = subprocess.run(["git", "show", "2aae871:kernels/csrc/flash_decode_sm80.cuh"], capture_output=True,
                             text=True, check=True).stdout
-OUT = os.environ.get("OUT", "/tmp")
 td = TorchDecode(torch)
 timer = CudaEventTimer(max_repeats=200, target_s=0.05)
 
@@ -96,9 +96,7 @@ for name, (s, pages, cfgs, peers) in GROUPS.items():
     print(f"{name}: {len(fns)} rows, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     del sets, x
     torch.cuda.empty_cache()
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "command": "PYTHONPATH=. python3 validation/results/profile-paged-h100-2026-11-24/table_probe.py",
-           "checks": checks, "rows": rows}, open(os.path.join(OUT, "table-prefetch-ab.json"), "w"), indent=1)
+probe_record.write("table-prefetch-ab.json", rows, "PYTHONPATH=. python3 validation/results/profile-paged-h100-2026-11-24/table_probe.py", checks=checks)
 print("bitwise equal:", all(c["bitwise_equal"] for c in checks), len(checks))
 for r in rows:
     m = r["median_us"]

@@ -3,14 +3,15 @@ harness's medians of ours sit 6 to 10% above its minima and FlashAttention-2's 2
 method: phases of back-to-back calls of one kernel after a pause, then both alternating call by call,
 nvidia-smi beside them). Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-power-h100-2026-11-24/fwd_power_probe.py"""
-import json, os, sys, time
+import os, sys, time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(__file__))
-from power_probe import OUT, Smi, phases, sweep  # noqa: E402
+from power_probe import Smi, phases, sweep  # noqa: E402
 from kernels import dispatch, flash_sm80  # noqa: E402
+from validation import probe_record  # noqa: E402
 
 
 def shape_rows(shape, smi):
@@ -37,8 +38,9 @@ def main():
     smi = Smi()
     time.sleep(1.0)
     rows = sweep(((1, 16, 16384, 128, False), (1, 16, 16384, 128, True), (1, 32, 16384, 64, False)), shape_rows, smi)
-    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-               "rows": rows, "smi_samples": smi.samples}, open(f"{OUT}/fwd-power-clocks.json", "w"), indent=1)
+    probe_record.write("fwd-power-clocks.json", rows,
+                       "PYTHONPATH=. python3 validation/results/profile-power-h100-2026-11-24/fwd_power_probe.py",
+                       smi_samples=smi.samples)
 
 
 if __name__ == "__main__":

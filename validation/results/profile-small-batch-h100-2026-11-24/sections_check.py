@@ -4,14 +4,14 @@ and 256 (the static schedule), GQA 4:1, N = 16384, a (4096, 0) window at N = 327
 a float32 reference first (max abs error, and cuDNN's beside it). CUDA events, each share queued behind a GPU sleep, 7 interleaved rounds.
 Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_check.py"""
-import json, os, sys, time, torch
+import sys, torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernels import dispatch, flash_sm90
 from kernels.window import Window
 from validation.reference import attention_reference
 from validation.timing import CudaEventTimer
+from validation import probe_record
 
-OUT = os.environ.get("OUT", "/tmp")
 timer = CudaEventTimer(max_repeats=200, target_s=0.1)
 torch.manual_seed(3)
 props = torch.cuda.get_device_properties(0)
@@ -56,9 +56,7 @@ for B, H, H_kv, N, d, left in SHAPES:
         rows.append({"B": B, "H": H, "H_kv": H_kv, "N": N, "d": d, "window_left": left, "config": pick.name,
                      "impl": lab, "max_abs_err_vs_fp32": e, "median_ms": r.median_s * 1e3, "min_ms": r.min_s * 1e3})
     print(f"{B} {H}:{H_kv} N{N} d{d} done", file=sys.stderr, flush=True)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "command": "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_check.py",
-           "rows": rows}, open(os.path.join(OUT, "sections-check.json"), "w"), indent=1)
+probe_record.write("sections-check.json", rows, "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_check.py")
 for r in rows:
     e = r["max_abs_err_vs_fp32"]
     print(f"B{r['B']} H{r['H']}:{r['H_kv']} N{r['N']} d{r['d']} w{r['window_left']} {r['config']} {r['impl']:20} "

@@ -2,12 +2,12 @@
 H d = 2048, bf16, causal) at the model's pick, beside SDPA cuDNN, timed interleaved (CUDA events, each share queued behind a GPU sleep, 7 rounds,
 3 input sets; every variant checked against cuDNN first). Run from the repository root:
 PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_probe.py"""
-import json, os, sys, time, torch
+import sys, torch
 from kernels import dispatch, flash_sm90
 from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
+from validation import probe_record
 
-OUT = os.environ.get("OUT", "/tmp")
 timer = CudaEventTimer(max_repeats=200, target_s=0.1)
 torch.manual_seed(2)
 props = torch.cuda.get_device_properties(0)
@@ -51,8 +51,6 @@ for d in (64, 128):
             rows.append({"d": d, "N": N, "B": B, "H": H, "config": pick.name, "m_blocks": m_blocks, "impl": lab,
                          "max_abs_diff_vs_cudnn": e, "median_ms": r.median_s * 1e3, "min_ms": r.min_s * 1e3})
         print(f"d {d} N {N} done", file=sys.stderr, flush=True)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "command": "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_probe.py",
-           "rows": rows}, open(os.path.join(OUT, "sections.json"), "w"), indent=1)
+probe_record.write("sections.json", rows, "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/sections_probe.py")
 for r in rows:
     print(f"d{r['d']} N{r['N']} {r['config']} {r['impl']:28} {r['median_ms']:.4f} ms  err {r['max_abs_diff_vs_cudnn']:.1e}")

@@ -4,13 +4,13 @@ the static schedule), beside SDPA cuDNN, timed interleaved (CUDA events, calls b
 queue-ahead sleep, 7 rounds, 3 input sets), each checked against cuDNN first. Run (before the sections
 change: its "pick" rows then took the L2 rule's sections) from the repository root:
 PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/small_batch_probe.py"""
-import json, os, sys, time, torch
+import sys, torch
 from kernels import dispatch, flash_sm90
 from iomodel.families.flash_sm90 import SHIPPED
 from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
+from validation import probe_record
 
-OUT = os.environ.get("OUT", "/tmp")
 timer = CudaEventTimer(max_repeats=200, target_s=0.1)
 torch.manual_seed(1)
 
@@ -53,8 +53,6 @@ for d in (64, 128):
                          "median_ms": None if isinstance(r, Exception) else r.median_s * 1e3,
                          "min_ms": None if isinstance(r, Exception) else r.min_s * 1e3})
         print(f"d {d} causal {causal} done", file=sys.stderr, flush=True)
-json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-           "command": "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/small_batch_probe.py",
-           "rows": rows}, open(os.path.join(OUT, "small-batch.json"), "w"), indent=1)
+probe_record.write("small-batch.json", rows, "PYTHONPATH=. python3 validation/results/profile-small-batch-h100-2026-11-24/small_batch_probe.py")
 for r in rows:
     print(f"d{r['d']} {'causal' if r['causal'] else 'full  '} {r['impl']:34} {r['median_ms']:.4f} ms  err {r['max_abs_diff_vs_cudnn']:.2e}")
