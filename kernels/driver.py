@@ -43,6 +43,7 @@ class _Driver:
         L.cuModuleLoadData.argtypes = [ctypes.POINTER(vp), ctypes.c_char_p]
         L.cuModuleGetFunction.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_char_p]
         L.cuFuncSetAttribute.argtypes = [vp, i32, i32]
+        L.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [ctypes.POINTER(i32), vp, i32, ctypes.c_size_t]
         L.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)]
         L.cuTensorMapEncodeTiled.argtypes = [vp, i32, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
                                              ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
@@ -90,6 +91,12 @@ class _Driver:
     def set_max_dynamic_smem(self, fn: int, smem: int) -> None:
         self.check(self.lib.cuFuncSetAttribute(fn, self.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+    def blocks_per_sm(self, fn: int, threads: int, smem: int) -> int:
+        n = i32()
+        self.check(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, threads, smem),
+                   "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return n.value
 
     def tensor_map(self, dtype: str, ptr: int, dims, strides_bytes, box):
         """Tiled tensor map, SWIZZLE_128B, zero OOB fill, 256-B L2 promotion.  dims innermost first."""
@@ -179,6 +186,15 @@ def kernel(index: int, module, name: str, smem: int) -> Kernel:
             drv.set_max_dynamic_smem(k.fn, smem)
             _smem_optin[k.fn] = smem
     return k
+
+
+def blocks_per_sm(k: Kernel, threads: int, smem: int) -> int:
+    """CTAs of `k` (`threads` a CTA, `smem` bytes of dynamic shared memory) resident on one SM at once: the
+    driver's occupancy, which sees the registers ptxas gave the kernel."""
+    drv = _get()
+    with _lock:
+        drv.use_device(k.device)
+        return drv.blocks_per_sm(k.fn, threads, smem)
 
 
 def current_stream(index: int):

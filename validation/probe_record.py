@@ -1,12 +1,13 @@
 """The record a probe under validation/results/profile-*/ writes: its rows with the device, torch, the date and
-the command that made them, as JSON under $OUT (the device tool brings $OUT back).  torch is imported inside."""
+the command that made them, as JSON under $OUT (the device tool brings $OUT back); and the rows of one group
+of callables timed together.  torch is imported inside."""
 from __future__ import annotations
 
 import json
 import os
 import time
 
-__all__ = ["write"]
+__all__ = ["write", "timed_rows"]
 
 
 def write(name: str, rows: list, command: str, **extra) -> str:
@@ -19,3 +20,15 @@ def write(name: str, rows: list, command: str, **extra) -> str:
     with open(path, "w") as f:
         json.dump(record, f, indent=1)
     return path
+
+
+def timed_rows(timer, fns, labels, inputs, rounds: int = 5, queue_ahead: bool = False, unit: str = "ms",
+               **fields) -> list[dict]:
+    """Time `fns` together (``timer.time_interleaved``) and return one row a callable: `fields`, its label as
+    ``impl`` and its median and minimum in `unit` ("ms" or "us"; None where it raised)."""
+    scale = {"ms": 1e3, "us": 1e6}[unit]
+    kw = {"queue_ahead": True} if queue_ahead else {}
+    out = timer.time_interleaved(fns, inputs, rounds, **kw)
+    return [{**fields, "impl": lab,
+             f"median_{unit}": None if isinstance(r, Exception) else r.median_s * scale,
+             f"min_{unit}": None if isinstance(r, Exception) else r.min_s * scale} for lab, r in zip(labels, out)]

@@ -109,7 +109,8 @@ def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
         "options": {"quick": opts.quick, "only": list(opts.only), "input_sets": opts.input_sets,
                     "budget_s": opts.budget_s, "rounds": opts.rounds,
                     "algo_peers": list(opts.algo_peers) if opts.algo_peers is not None else None,
-                    "lead_in_calls": env.timer.lead_in, "tolerance": TOLERANCE},
+                    "lead_in_calls": env.timer.lead_in, "lead_in_s": getattr(env.timer, "lead_in_s", 0.0),
+                    "tolerance": TOLERANCE},
         "calibration": None, "ceilings": None, "notes": [], "skipped_families": {}, "rows": [],
     }
     if spec.sm_count != env.sm_count:

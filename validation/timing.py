@@ -22,9 +22,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-DEFAULT_LEAD_IN = 1  # untimed calls before each callable's share of a round
+DEFAULT_LEAD_IN = 1  # untimed calls before each callable's share of a round, at least
+#: seconds of untimed calls before each share, at least: under the board's power cap a kernel that follows a
+#: hungrier one runs its first calls at the clock that one left, 5 to 25% slower for 60 to 100 ms (H100,
+#: validation/results/profile-sm80-spread-h100-2026-11-25), so each share starts from the kernel's own
+#: steady state instead of its neighbour's
+DEFAULT_LEAD_IN_S = 0.1
+MAX_LEAD_IN_CALLS = 1000   # kernels of a few microseconds: their lead-in is bounded by the host's launches
 
-__all__ = ["DEFAULT_LEAD_IN", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
+__all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
            "FakeTimer"]
 
 
@@ -142,6 +148,7 @@ class _EventRun:
         self.repeats = [0] * len(fns)
         self.samples: list[list[float]] = [[] for _ in fns]
         self.cpu_s: list[float | None] = [None] * len(fns)   # CPU seconds one call takes to launch
+        self.call_s: list[float | None] = [None] * len(fns)  # GPU seconds of one call (the estimate)
         self.call = 1  # the estimate used set 0
 
 
@@ -157,13 +164,15 @@ class CudaEventTimer(_Timer):
     """
 
     def __init__(self, *, warmup: int = 3, min_repeats: int = 20, max_repeats: int = 200,
-                 target_s: float = 0.12, lead_in: int = DEFAULT_LEAD_IN, torch: Any = None):
+                 target_s: float = 0.12, lead_in: int = DEFAULT_LEAD_IN, lead_in_s: float = DEFAULT_LEAD_IN_S,
+                 torch: Any = None):
         if torch is None:
             import torch  # (lazy: GPU side only)
 
         self.torch = torch
         self.warmup = warmup
-        self.lead_in = lead_in  # untimed calls before each callable's share of a round
+        self.lead_in = lead_in  # untimed calls before each callable's share of a round, at least
+        self.lead_in_s = lead_in_s  # and at least this many seconds of them
         self.min_repeats = min_repeats
         self.max_repeats = max_repeats
         self.target_s = target_s
@@ -202,6 +211,7 @@ class CudaEventTimer(_Timer):
             end.record()
             torch.cuda.synchronize()
             est = start.elapsed_time(end) / 1e3
+            run.call_s[j] = est
             # every round gets at least one call of every callable
             run.repeats[j] = max(rounds, choose_repeats(est, target_s=self.target_s, min_repeats=self.min_repeats,
                                                         max_repeats=self.max_repeats))
@@ -227,18 +237,28 @@ class CudaEventTimer(_Timer):
         seconds = min(0.2, 2.0 * calls * (run.cpu_s[j] or 0.0) + 50e-6)
         self.torch.cuda._sleep(int(seconds * self._sleep_rate()))
 
+    def lead_in_calls(self, run: _EventRun, j: int) -> int:
+        """Untimed calls of callable ``j`` before each of its shares: ``lead_in``, or as many as last
+        ``lead_in_s`` (a call lasting its GPU time or its launch, whichever is longer), at most
+        MAX_LEAD_IN_CALLS."""
+        per_call = max(run.call_s[j] or 0.0, run.cpu_s[j] or 0.0)
+        if self.lead_in_s <= 0 or per_call <= 0:
+            return self.lead_in
+        return max(self.lead_in, min(MAX_LEAD_IN_CALLS, math.ceil(self.lead_in_s / per_call)))
+
     def _launch_share(self, run: _EventRun, j: int, share: int) -> tuple[list, list] | None:
         """Queue callable ``j``'s lead-in and ``share`` timed calls of a round (behind a GPU sleep with
         ``queue_ahead``): their start and end events, or None when it raised."""
         torch, fn, inputs = self.torch, run.fns[j], run.inputs
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(share)]
+        lead = self.lead_in_calls(run, j)
         try:
             if run.queue_ahead:
-                self._hold_gpu(run, j, self.lead_in + share)
-            # untimed lead-in calls: the first timed call then neither starts on an idle GPU
-            # (after the round's synchronize) nor right at the switch from another kernel
-            for _ in range(self.lead_in):
+                self._hold_gpu(run, j, lead + share)
+            # untimed lead-in calls: the first timed call then neither starts on an idle GPU (after the
+            # round's synchronize) nor at the clock the kernel before it left (DEFAULT_LEAD_IN_S)
+            for _ in range(lead):
                 fn(*inputs[run.call % len(inputs)])
                 run.call += 1
             for i in range(share):

@@ -82,10 +82,18 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
 )
 
 
+#: the smallest block_m of the shipped configs: a causal grid's y holds a head's query tiles
+MIN_BLOCK_M = 64
+
+
 def _launch_problem(shape) -> str:
-    """The grid is (query blocks, heads, batch): heads and batch are gridDim.y and gridDim.z."""
+    """The grid is (query blocks, heads, batch): heads and batch are gridDim.y and gridDim.z; a causal
+    dense grid is (heads a section, query blocks, sections): its query blocks are gridDim.y."""
     if max(shape["B"], shape["H"]) > GRID_YZ_MAX:
         return f"batch ({shape['B']}) and heads ({shape['H']}) must each be at most {GRID_YZ_MAX} (grid y and z)"
+    if shape.get("causal") and -(-shape["N_q"] // MIN_BLOCK_M) > GRID_YZ_MAX:
+        return (f"causal attention takes at most {GRID_YZ_MAX * MIN_BLOCK_M} query rows (grid y holds the query "
+                f"tiles), got {shape['N_q']}")
     return ""
 
 

@@ -19,9 +19,14 @@
 // Grid: x = query tile (fastest), y = head, z = batch.  Consecutive blocks
 // share (batch, head) and therefore stream the same K/V: the blocks resident
 // at one time read each K/V chunk from DRAM once and hit L2 afterwards.
-// With IS_CAUSAL the query tiles are walked last-first (blockIdx.x = 0 is the
-// last, most expensive tile) so the long blocks start first and the short
-// ones fill the tail of the wave.
+// A causal dense launch (not varlen, not a window) takes a sectioned grid instead: x = head within a
+// section of the B * H (batch, head) pairs, y = query tile from the last (the longest) down, z = section.
+// Blocks start in launch order (x fastest), so within a section every head's longest tile starts before
+// any head's next one and the shortest fill the end, while the blocks resident together stream the K/V
+// of one section's heads (kernels/flash_sm80.py `causal_section_heads`: about a wave of blocks).
+// Before, the heads' tiles went one head after another, so the last heads' longest tiles started near the
+// grid's end and left SMs idle behind them.
+// The other causal variants walk a head's query tiles last-first (blockIdx.x = 0 the last tile).
 //
 // IS_VARLEN (packed variable-length batches, FlashAttention's varlen layout): sequence b's rows are rows
 // cu_q[b] .. cu_q[b+1] of q and o, (total_q, H, d), and cu_k[b] .. of k and v; the grid's x covers the
@@ -47,6 +52,7 @@
 
 namespace iom {
 
+
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
           bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0>
 __global__ void __launch_bounds__(WARPS * 32, 1)
@@ -64,6 +70,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
     constexpr int NT = BLOCK_N / 8;          // n8 tiles of S
     constexpr int DT = HEAD_DIM / 8;         // n8 tiles of O
+    // The epilogue's O stores: 16 bytes after a quad transpose up to d = 128 (the pairs' 4-byte stores ran 1.5
+    // to 3.4% slower at N = 1024: validation/results/profile-sm80-fwd-h100-2026-11-25); at d = 192 and 256
+    // the transpose's registers take the 64x32 configs to 210 and 246 (sm_80), more than the 15% the model's
+    // estimate (176, 208) is held to, for an epilogue that is a smaller share of their time
+    constexpr bool WIDE_STORES = HEAD_DIM <= 128;
+    static_assert(DT % 4 == 0, "the epilogue's 16-byte stores take 8-column groups four at a time (d % 32 == 0)");
     constexpr int KP = BLOCK_N / 16;         // k16 steps of P V
     constexpr int CPR = HEAD_DIM / 8;        // 16-byte chunks of a row
     // SMEM rows hold whole groups of 8 chunks (the XOR swizzle's span): head dims 32 and 96 are padded to
@@ -82,9 +94,17 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
     const int lane = tid & 31;
-    const int m_block = IS_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int h = blockIdx.y;
-    const int b = blockIdx.z;
+    int m_block, h, b;
+    if constexpr (IS_CAUSAL && !IS_VARLEN && !IS_LOCAL) {   // sectioned: (head in section, tile rank, section)
+        const int bh = (int)(blockIdx.z * gridDim.x + blockIdx.x);
+        m_block = (int)(gridDim.y - 1 - blockIdx.y);
+        h = bh % H;
+        b = bh / H;
+    } else {
+        m_block = IS_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+        h = blockIdx.y;
+        b = blockIdx.z;
+    }
     const int hk = h / group;
     const int m0 = m_block * BLOCK_M;
     int N_q = N_q_arg, N_k = N_k_arg;
@@ -281,16 +301,29 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = (l > 0.f) ? 1.f / l : 0.f;
             const int row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + mt * 16 + hh * 8;
-            if (row < N_q) {
+            if constexpr (WIDE_STORES) {
+                // O's row in 16-byte stores: the quad trades its column pairs (quad_transpose) so that lane q
+                // holds 8-column group 4j + q; every lane shuffles, rows past N_q store nothing
+                T* orow = og + (i64)row * o_sn + 8 * (lane & 3);
+#pragma unroll
+                for (int j = 0; j < DT / 4; ++j) {
+                    u32 w[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        w[i] = E::pack(acc_o[mt][4 * j + i][2 * hh] * inv, acc_o[mt][4 * j + i][2 * hh + 1] * inv);
+                    quad_transpose(w, lane & 3);
+                    if (row < N_q)
+                        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(orow + 32 * j), "r"(w[0]),
+                                     "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+                }
+            } else if (row < N_q) {   // each lane's column pairs as they lie, 4-byte stores
                 T* orow = og + (i64)row * o_sn + col_lane;
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
+                for (int dt = 0; dt < DT; ++dt)
                     *reinterpret_cast<u32*>(orow + dt * 8) =
                         E::pack(acc_o[mt][dt][2 * hh] * inv, acc_o[mt][dt][2 * hh + 1] * inv);
-                }
-                if ((lane & 3) == 0)
-                    lg[row] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
             }
+            if (row < N_q && (lane & 3) == 0) lg[row] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
         }
     }
 }

@@ -5,8 +5,12 @@
 // bf16 / fp16 values are moved around as raw 16-bit patterns; every conversion
 // and every tensor-core operation is inline PTX (sm_80 and newer).
 #pragma once
+#include "quad_transpose.cuh"
 
 namespace iom {
+
+// the quad transpose of the epilogues' 16-byte stores (quad_transpose.cuh)
+using iom_lanes::quad_transpose;
 
 typedef unsigned int u32;
 typedef unsigned long long u64;

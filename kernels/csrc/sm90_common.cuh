@@ -7,6 +7,7 @@
 //   * wgmma fences / commit / wait and the shared-memory matrix descriptor
 //   * setmaxnreg, ex2.approx, bf16x2 / f16x2 packing.
 #pragma once
+#include "quad_transpose.cuh"
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -192,33 +193,8 @@ __device__ __forceinline__ float2 unpack2(u32 v) {
     }
 }
 
-__device__ __forceinline__ u32 shfl_xor_u32(u32 v, int m) {
-    u32 r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(m));
-    return r;
-}
 
-// A 4 x 4 transpose across the lanes of a quad (the 4 lanes holding one accumulator row): lane q holds
-// a[i] = columns 2q, 2q+1 of 8-column group i (i = 0..3, packed 16-bit pairs); afterwards it holds b[p] =
-// columns 2p, 2p+1 of group q, p = 0..3: the 16 contiguous bytes of group q.  Two butterfly rounds of two
-// shuffles: first the pairs of lanes (q, q^1), then (q, q^2).
-__device__ __forceinline__ void quad_transpose(u32 (&a)[4], int q) {
-    const bool odd = q & 1, high = q & 2;
-    u32 c[4];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {   // round 1: keep the groups of index parity q & 1, from both lanes
-        const u32 own = odd ? a[2 * k + 1] : a[2 * k];
-        const u32 got = shfl_xor_u32(odd ? a[2 * k] : a[2 * k + 1], 1);
-        c[2 * k] = odd ? got : own;          // from the lane of even index
-        c[2 * k + 1] = odd ? own : got;
-    }
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {   // round 2: keep group q's pair from the other two lanes
-        const u32 own = high ? c[2 + s] : c[s];
-        const u32 got = shfl_xor_u32(high ? c[s] : c[2 + s], 2);
-        a[s] = high ? got : own;             // lanes 0, 1
-        a[2 + s] = high ? own : got;         // lanes 2, 3
-    }
-}
+// the quad transpose of the epilogues' 16-byte stores (quad_transpose.cuh)
+using iom_lanes::quad_transpose;
 
 }  // namespace sm90

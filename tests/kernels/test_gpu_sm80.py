@@ -126,6 +126,29 @@ def test_flash_large_magnitude(mag, causal):
         check_flash(1, 2, 1, 300, 700, d, causal, torch.float16, cfg, mag=mag)
 
 
+@pytest.mark.parametrize("per", [1, 3, "all", "rule"])
+def test_causal_sections_give_the_same_answer(per, monkeypatch):
+    """The causal grid's sections (x = head within a section, y = query tile longest first, z = section)
+    cover every (batch, head, tile) once whatever their size: one head, three (B H = 2 x 3, GQA 3:1 heads
+    in one section), all of them, or the launcher's rule; odd N_q != N_k, against float32 and bit for bit
+    against each other."""
+    import kernels.flash_sm80 as kfs
+
+    rule = kfs.causal_section_heads
+    sizes = {"all": lambda heads, group, m, slots: heads, "rule": rule}
+    monkeypatch.setattr(kfs, "causal_section_heads", sizes.get(per, lambda heads, group, m, slots: per))
+    cfg = [c for c in SHIPPED_FLASH if c.head_dim == 64][0]
+    q, k, v = make_qkv(2, 3, 1, 777, 901, 64, torch.bfloat16, seed=5)
+    plan = kfs.plan(q, k, v, True, cfg)
+    heads = plan.prepared.grid[0] if per == "rule" else (6 if per == "all" else per)
+    assert plan.prepared.grid == (heads, -(-777 // cfg.block_m), 6 // heads)
+    o = plan(q, k, v)[0]
+    ref, _ = reference(q, k, v, True, 1 / 8)
+    assert rel_err(o, ref) < TOL[torch.bfloat16]
+    monkeypatch.setattr(kfs, "causal_section_heads", lambda heads, group, m, slots: 1)
+    assert torch.equal(o, kfs.plan(q, k, v, True, cfg)(q, k, v)[0])   # tiles are independent: same bits
+
+
 def test_flash_strided_layout_and_scale():
     for d in SHIPPED_HEAD_DIMS:
         cfg = [c for c in SHIPPED_FLASH if c.head_dim == d][2]

@@ -18,3 +18,18 @@ def test_record_holds_rows_command_and_where_it_ran(tmp_path, monkeypatch):
     assert got["rows"] == rows and got["command"] == "python3 probe.py" and got["note"] == "extra field"
     assert got["device"] == "Stub GPU" and got["torch"] == "9.9.9+stub" and len(got["date"]) == 10
     assert list(got)[-1] == "rows"   # the rows last, after what says where they came from
+
+
+def test_timed_rows_label_each_callable_and_keep_a_failure():
+    from validation.timing import FakeTimer
+
+    def bad(*a):
+        raise RuntimeError("launch failed")
+
+    times = {id(bad): 0.0}
+    timer = FakeTimer(lambda fn, inputs: 2e-3 if id(fn) not in times else 1.0, repeats=5, noise=0.0)
+    rows = probe_record.timed_rows(timer, [lambda *a: None, bad], ["good", "bad"], [(1,), (2,)], rounds=2,
+                                   unit="us", d=64, causal=True)
+    assert [r["impl"] for r in rows] == ["good", "bad"]
+    assert rows[0]["median_us"] == 2e3 and rows[0]["min_us"] == 2e3 and rows[0]["d"] == 64 and rows[0]["causal"]
+    assert rows[1]["median_us"] is None and rows[1]["min_us"] is None

@@ -102,7 +102,8 @@ def test_cuda_event_timer_interleaves_rounds_and_rotates_inputs():
     for rounds in (1, 8):
         dev = _Drift(per_call=0.005)
         cuda = _FakeCuda(dev)
-        t = CudaEventTimer(torch=SimpleNamespace(cuda=cuda), warmup=3, min_repeats=40, max_repeats=40)
+        t = CudaEventTimer(torch=SimpleNamespace(cuda=cuda), warmup=3, min_repeats=40, max_repeats=40,
+                           lead_in_s=0.0)
         sets = _random_sets()
         fns = [dev.fn(), dev.fn(), dev.fn()]
         res = t.time_interleaved(fns, sets, rounds)
@@ -153,6 +154,48 @@ class _SleepyCuda(_FakeCuda):
     def _sleep(self, cycles):
         self.sleeps.append((self.dev.calls, cycles / 1e9))
         self.dev.now += cycles / 1e9
+
+
+class _PowerCap:
+    """A device under a power cap: a call takes 1 ms, but a callable that follows a hungry one runs 25%
+    slower until `settle_s` of its own calls have passed (the clock the hungry one left)."""
+
+    def __init__(self, settle_s: float = 0.05):
+        self.settle_s, self.now, self.last, self.since = settle_s, 0.0, None, 0.0
+        self.slow_at_switch = False
+
+    def fn(self, name: str, hungry: bool = False):
+        def f(q, k, v):
+            if self.last != name:
+                self.slow_at_switch = self.last is not None and self.last.startswith("hungry") and not hungry
+                self.last, self.since = name, self.now
+            slow = self.slow_at_switch and self.now - self.since < self.settle_s
+            self.now += 1e-3 * (1.25 if slow else 1.0)
+        return f
+
+
+def test_lead_in_lasts_long_enough_to_leave_the_kernel_before_behind():
+    """The lead-in is time-based: enough untimed calls that a kernel following a hungrier one is timed at
+    its own steady clock; with one lead-in call its median carries its neighbour's clock."""
+    from validation.timing import CudaEventTimer
+
+    medians = {}
+    for lead_in_s in (0.0, 0.1):
+        dev = _PowerCap(settle_s=0.05)
+        cuda = _FakeCuda(dev)
+        t = CudaEventTimer(torch=SimpleNamespace(cuda=cuda), warmup=3, min_repeats=40, max_repeats=40,
+                           lead_in_s=lead_in_s)
+        fns = [dev.fn("hungry"), dev.fn("light")]
+        res = t.time_interleaved(fns, _random_sets(), 4)
+        medians[lead_in_s] = res[1].median_s
+        run_calls = t.lead_in_calls(SimpleNamespace(call_s=[1e-3, 1e-3], cpu_s=[1e-5, 1e-5]), 1)
+        assert run_calls == (1 if lead_in_s == 0 else 100)
+    assert medians[0.0] == pytest.approx(1.25e-3)      # every share starts behind the hungry kernel
+    assert medians[0.1] == pytest.approx(1e-3)         # 100 ms of its own calls first: its own clock
+    # kernels of microseconds: the lead-in is bounded by the host's launches and by MAX_LEAD_IN_CALLS
+    t = CudaEventTimer(torch=SimpleNamespace(cuda=_FakeCuda(_PowerCap())), lead_in_s=0.1)
+    assert t.lead_in_calls(SimpleNamespace(call_s=[2e-5], cpu_s=[5e-4]), 0) == 200
+    assert t.lead_in_calls(SimpleNamespace(call_s=[1e-6], cpu_s=[1e-6]), 0) == 1000
 
 
 def test_queue_ahead_puts_a_gpu_sleep_before_each_share():
