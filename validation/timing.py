@@ -29,6 +29,7 @@ DEFAULT_LEAD_IN = 1  # untimed calls before each callable's share of a round, at
 #: steady state instead of its neighbour's
 DEFAULT_LEAD_IN_S = 0.1
 MAX_LEAD_IN_CALLS = 1000   # kernels of a few microseconds: their lead-in is bounded by the host's launches
+MAX_HOLD_S = 0.2           # the longest GPU sleep ahead of a queued share (``queue_ahead``)
 
 __all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
            "FakeTimer"]
@@ -234,15 +235,18 @@ class CudaEventTimer(_Timer):
         """Put a GPU sleep ahead of ``calls`` calls of callable ``j``: twice the CPU time they take to
         launch (room for a clock slower than the one the sleep was timed at), plus 50 us, at most 0.2 s;
         the timed calls then find the GPU busy with the calls queued before them, never idle."""
-        seconds = min(0.2, 2.0 * calls * (run.cpu_s[j] or 0.0) + 50e-6)
+        seconds = min(MAX_HOLD_S, 2.0 * calls * (run.cpu_s[j] or 0.0) + 50e-6)
         self.torch.cuda._sleep(int(seconds * self._sleep_rate()))
 
     def lead_in_calls(self, run: _EventRun, j: int) -> int:
         """Untimed calls of callable ``j`` before each of its shares: ``lead_in``, or as many as last
         ``lead_in_s`` (a call lasting its GPU time or its launch, whichever is longer), at most
-        MAX_LEAD_IN_CALLS."""
+        MAX_LEAD_IN_CALLS.  Queued ahead (kernels of microseconds, whose launches take longer than they
+        do) only ``lead_in``: hundreds of lead-in launches ahead of the share left its timed calls waiting
+        on the host (validation/results/profile-decode-leadin-h100-2026-11-25), and such kernels draw
+        little of the power cap that the time-based lead-in is for."""
         per_call = max(run.call_s[j] or 0.0, run.cpu_s[j] or 0.0)
-        if self.lead_in_s <= 0 or per_call <= 0:
+        if self.lead_in_s <= 0 or per_call <= 0 or run.queue_ahead:
             return self.lead_in
         return max(self.lead_in, min(MAX_LEAD_IN_CALLS, math.ceil(self.lead_in_s / per_call)))
 

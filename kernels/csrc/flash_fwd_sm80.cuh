@@ -53,6 +53,19 @@
 namespace iom {
 
 
+// The (batch, head) of a block of the sectioned causal grid (x = head within a section, z = section), from
+// reads of %ctaid and %nctaid that the compiler may not merge with earlier ones (asm volatile): the epilogue
+// calls it again instead of keeping b and h, or what they gave, live through the key loop.
+__device__ __forceinline__ void section_head(int H, int& b, int& h) {
+    u32 x, z, nx;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
+    asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(nx));
+    const int bh = (int)(z * nx + x);
+    h = bh % H;
+    b = bh / H;
+}
+
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
           bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0>
 __global__ void __launch_bounds__(WARPS * 32, 1)
@@ -73,7 +86,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // The epilogue's O stores: 16 bytes after a quad transpose up to d = 128 (the pairs' 4-byte stores ran 1.5
     // to 3.4% slower at N = 1024: validation/results/profile-sm80-fwd-h100-2026-11-25); at d = 192 and 256
     // the transpose's registers take the 64x32 configs to 210 and 246 (sm_80), more than the 15% the model's
-    // estimate (176, 208) is held to, for an epilogue that is a smaller share of their time
+    // estimate (176, 208) is held to, for an epilogue that is a smaller share of their time (with ALiBi
+    // 128x128 s1 at d = 64 spills: iomodel/families/flash_sm80.py SPILLING, not offered)
     constexpr bool WIDE_STORES = HEAD_DIM <= 128;
     static_assert(DT % 4 == 0, "the epilogue's 16-byte stores take 8-column groups four at a time (d % 32 == 0)");
     constexpr int KP = BLOCK_N / 16;         // k16 steps of P V
@@ -94,12 +108,11 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int tid = threadIdx.x;
     const int warp = tid >> 5;
     const int lane = tid & 31;
+    constexpr bool SECTIONED = IS_CAUSAL && !IS_VARLEN && !IS_LOCAL;   // (head in section, tile rank, section)
     int m_block, h, b;
-    if constexpr (IS_CAUSAL && !IS_VARLEN && !IS_LOCAL) {   // sectioned: (head in section, tile rank, section)
-        const int bh = (int)(blockIdx.z * gridDim.x + blockIdx.x);
+    if constexpr (SECTIONED) {
+        section_head(H, b, h);
         m_block = (int)(gridDim.y - 1 - blockIdx.y);
-        h = bh % H;
-        b = bh / H;
     } else {
         m_block = IS_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
         h = blockIdx.y;
@@ -126,7 +139,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const T* qg = q + q_at + (i64)h * q_sh;
     const T* kg = k + k_at + (i64)hk * k_sh;
     const T* vg = v + v_at + (i64)hk * v_sh;
-    T* og = o + o_at + (i64)h * o_sh;
+    T* og = o + o_at + (i64)h * o_sh;   // the sectioned grid computes both again at the epilogue
     float* lg = lse + l_at;
 
     int n_blocks = (N_k + BLOCK_N - 1) / BLOCK_N;
@@ -292,6 +305,14 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     }
 
     // ---- epilogue: normalise, write O (registers -> global) and L ------------
+    if constexpr (SECTIONED) {
+        // the sectioned grid's b and h again, from fresh reads of the block's coordinates: held through
+        // the key loop (they come from a division, which ptxas does not recompute), O's and the LSE's
+        // row pointers made 128x128 s2 at d = 64 spill on sm_80
+        section_head(H, b, h);
+        og = o + (i64)b * o_sb + (i64)h * o_sh;
+        lg = lse + ((i64)b * H + h) * N_q;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll

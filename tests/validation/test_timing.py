@@ -188,14 +188,16 @@ def test_lead_in_lasts_long_enough_to_leave_the_kernel_before_behind():
         fns = [dev.fn("hungry"), dev.fn("light")]
         res = t.time_interleaved(fns, _random_sets(), 4)
         medians[lead_in_s] = res[1].median_s
-        run_calls = t.lead_in_calls(SimpleNamespace(call_s=[1e-3, 1e-3], cpu_s=[1e-5, 1e-5]), 1)
+        run_calls = t.lead_in_calls(SimpleNamespace(call_s=[1e-3, 1e-3], cpu_s=[1e-5, 1e-5], queue_ahead=False), 1)
         assert run_calls == (1 if lead_in_s == 0 else 100)
     assert medians[0.0] == pytest.approx(1.25e-3)      # every share starts behind the hungry kernel
     assert medians[0.1] == pytest.approx(1e-3)         # 100 ms of its own calls first: its own clock
     # kernels of microseconds: the lead-in is bounded by the host's launches and by MAX_LEAD_IN_CALLS
     t = CudaEventTimer(torch=SimpleNamespace(cuda=_FakeCuda(_PowerCap())), lead_in_s=0.1)
-    assert t.lead_in_calls(SimpleNamespace(call_s=[2e-5], cpu_s=[5e-4]), 0) == 200
-    assert t.lead_in_calls(SimpleNamespace(call_s=[1e-6], cpu_s=[1e-6]), 0) == 1000
+    assert t.lead_in_calls(SimpleNamespace(call_s=[2e-5], cpu_s=[5e-4], queue_ahead=False), 0) == 200
+    assert t.lead_in_calls(SimpleNamespace(call_s=[1e-6], cpu_s=[1e-6], queue_ahead=False), 0) == 1000
+    # queued ahead (decode, varlen): the one lead-in call, whatever lead_in_s says
+    assert t.lead_in_calls(SimpleNamespace(call_s=[1e-3], cpu_s=[1e-5], queue_ahead=True), 0) == 1
 
 
 def test_queue_ahead_puts_a_gpu_sleep_before_each_share():
@@ -211,6 +213,8 @@ def test_queue_ahead_puts_a_gpu_sleep_before_each_share():
     assert len(cuda.sleeps) == 1 + 2 * 4
     assert t._sleep_hz == pytest.approx(1e9)                   # measured once, on the fake 1 GHz clock
     assert all(50e-6 <= secs <= 0.2 for _calls, secs in cuda.sleeps[1:])
+    # queued ahead, one lead-in call a share (not 0.1 s of them): each sleep falls before a share's 6 calls
+    assert [c for c, _ in cuda.sleeps[1:]] == [8 + 6 * i for i in range(8)]   # after 4 warm-up/estimate calls each
     assert all(r.median_s == pytest.approx(1e-3) for r in res)   # the sleeps are not in the samples
     for r in res:
         d = r.as_dict()
