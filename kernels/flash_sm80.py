@@ -115,6 +115,9 @@ class Launch:
         if s["causal"] and not local:   # the kernel's sectioned grid: (heads a section, query tiles, sections)
             slots = driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
                 kern, cfg.threads, call.smem)
+            if m_blocks > GRID_YZ_MAX:   # the shipped configs' limit is the family's launch_problem
+                raise ValueError(f"causal attention with block_m {cfg.block_m} takes at most "
+                                 f"{GRID_YZ_MAX * cfg.block_m} query rows (grid y holds the query tiles), got {N_q}")
             per = causal_section_heads(B * H, H // H_kv, m_blocks, slots)
             grid = (per, m_blocks, B * H // per)
         self.prepared = driver.Prepared(kern, grid, (cfg.threads, 1, 1), call.smem, 5, tail)

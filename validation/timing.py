@@ -233,7 +233,7 @@ class CudaEventTimer(_Timer):
 
     def _hold_gpu(self, run: _EventRun, j: int, calls: int) -> None:
         """Put a GPU sleep ahead of ``calls`` calls of callable ``j``: twice the CPU time they take to
-        launch (room for a clock slower than the one the sleep was timed at), plus 50 us, at most 0.2 s;
+        launch (room for a clock slower than the one the sleep was timed at), plus 50 us, at most MAX_HOLD_S;
         the timed calls then find the GPU busy with the calls queued before them, never idle."""
         seconds = min(MAX_HOLD_S, 2.0 * calls * (run.cpu_s[j] or 0.0) + 50e-6)
         self.torch.cuda._sleep(int(seconds * self._sleep_rate()))

@@ -82,8 +82,9 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
 )
 
 
-#: the smallest block_m of the shipped configs: a causal grid's y holds a head's query tiles
-MIN_BLOCK_M = 64
+#: the smallest block_m of the shipped configs: a causal grid's y holds a head's query tiles (an explicit
+#: config of smaller tiles is checked at its launch, kernels/flash_sm80.py)
+MIN_BLOCK_M = min(c.block_m for c in SHIPPED)
 
 
 def _launch_problem(shape) -> str:

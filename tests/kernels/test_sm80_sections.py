@@ -54,3 +54,15 @@ def test_sections_balance_the_causal_tail(heads, m_blocks):
     one_head = [work[m_blocks - 1 - r] for _ in range(heads) for r in range(m_blocks)]
     assert _greedy_end(sectioned, SLOTS) < 1.03 * ideal
     assert _greedy_end(one_head, SLOTS) > 1.05 * ideal
+
+
+def test_a_causal_grid_past_grid_y_is_one_clear_problem():
+    """The sectioned grid's y holds a head's query tiles: past GRID_YZ_MAX of the shipped configs' smallest
+    tiles the family names the limit (without a mask the tiles are the grid's x, which has none)."""
+    from iomodel.families.flash_sm80 import FAMILY, MIN_BLOCK_M, SHIPPED
+
+    assert MIN_BLOCK_M == min(c.block_m for c in SHIPPED)
+    shape = {"B": 1, "H": 1, "H_kv": 1, "N_q": GRID_YZ_MAX * MIN_BLOCK_M + 1, "N_k": 64, "d": 64, "dtype": "bf16"}
+    assert "query rows" in FAMILY.launch_problem({**shape, "causal": True})
+    assert FAMILY.launch_problem({**shape, "causal": False}) == ""
+    assert FAMILY.launch_problem({**shape, "N_q": GRID_YZ_MAX * MIN_BLOCK_M, "causal": True}) == ""
