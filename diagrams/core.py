@@ -245,10 +245,9 @@ def _row_state(op: Op, streamed: Array, axis_name: str) -> tuple[Array, ...]:
 class NormalizedContraction(Op):
     """softmax over `axis_name` followed by a contraction over the same axis, kept online.
 
-    State: running max and running sum (the scores' axes minus the streamed one)
-    and the output accumulator. Every chunk pays the map costs of the softmax
-    per score plus a rescale of the state; the final division happens once.
-    """
+    State: running max and running sum (the scores' axes minus the streamed one) and the output accumulator.
+    Every chunk pays the softmax's map costs per score plus a rescale of the state (or, with a stale max, a
+    compare); the final division happens once."""
     axis_name: str = ""
     score_costs: tuple[tuple[str, int], ...] = ()   # per score: exp, scale/subtract, max, sum
     rescale_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 2))  # per state row per chunk
@@ -256,6 +255,10 @@ class NormalizedContraction(Op):
     finalize_costs: tuple[tuple[str, int], ...] = (("fp32", 1),)  # per output element, once
     lse: str = ""  # name of the optional log-sum-exp output (fp32, one per row): max + log(sum)
     lse_costs: tuple[tuple[str, int], ...] = (("exp", 1), ("fp32", 1))  # per row, once: log and add
+    # > 0: a row's max may lag its scores by 2^stale_max (exp2's exponent); state and accumulator are rescaled
+    # only when one passes it (a few times a row), so a chunk pays a compare a row (stale_costs), no rescale
+    stale_max: float = 0.0
+    stale_costs: tuple[tuple[str, int], ...] = (("fp32", 2),)  # per state row per chunk: subtract, compare
     kind = "normalized-contraction"
 
     def results(self) -> tuple[Array, ...]:
@@ -279,10 +282,10 @@ class NormalizedContraction(Op):
 
     def extra_work(self) -> tuple[Work, ...]:
         rows, out = self.state_arrays()[0].axis_names, self.output.axis_names
-        return (Work(self.score_costs, self.scores.axis_names, "point"),
-                Work(self.rescale_costs, rows, "chunk", self.axis_name),
-                Work(self.out_rescale_costs, out, "chunk", self.axis_name),
-                Work(self.finalize_costs, out, "block")) + ((Work(self.lse_costs, rows, "block"),) if self.lse else ())
+        per_chunk = ((Work(self.stale_costs, rows, "chunk", self.axis_name),) if self.stale_max > 0 else
+                     (Work(self.rescale_costs, rows, "chunk", self.axis_name), Work(self.out_rescale_costs, out, "chunk", self.axis_name)))
+        return (Work(self.score_costs, self.scores.axis_names, "point"), *per_chunk, Work(self.finalize_costs, out, "block"),
+                *((Work(self.lse_costs, rows, "block"),) if self.lse else ()))
 
     def computed_operands(self) -> tuple[Array, ...]:
         # the probabilities: one per score, in the other operand's dtype

@@ -167,12 +167,16 @@ class Diagram:
                 complete_after.add(op.output.name)
         return None
 
-    def online_softmax(self, lse: bool | str = False) -> "Diagram":
+    def online_softmax(self, lse: bool | str = False, stale_max: float = 0.0) -> "Diagram":
         """Rewrite softmax over an axis followed by a contraction over that axis into a
         streamable normalized contraction (running max, running sum, rescale). A softmax whose
         probabilities are the diagram's output becomes a two-pass online softmax instead.
         With `lse` (True: named `<output>_lse`, or a name) the normalized contraction also writes the
-        log-sum-exp of each row, fp32, as an output of the diagram (for backward and split-KV)."""
+        log-sum-exp of each row, fp32, as an output of the diagram (for backward and split-KV).
+        `stale_max` > 0: a row's max may lag its scores by up to 2^stale_max (exp2's exponent) before the
+        state and accumulator are rescaled (`NormalizedContraction.stale_max`)."""
+        if stale_max < 0:
+            raise DiagramError(f"online_softmax: stale_max is a margin in exp2's exponent, >= 0; got {stale_max}")
         groups: dict[str, list[Op]] = {}
         for op in self.ops:
             if op.tag.startswith("softmax:"):
@@ -211,7 +215,8 @@ class Diagram:
             lse_names += [lse if isinstance(lse, str) else f"{contraction.output.name}_lse"] if lse else []
             fused = NormalizedContraction(
                 name=f"{contraction.name}", inputs=(scores, *other), output=contraction.output,
-                axis_name=ax, score_costs=tuple(sorted(per_score.items())), tag=tag, lse=lse_names[-1] if lse else "")
+                axis_name=ax, score_costs=tuple(sorted(per_score.items())), tag=tag, lse=lse_names[-1] if lse else "",
+                stale_max=float(stale_max))
             new_ops = [o for o in new_ops if o not in members and o is not contraction]
             new_ops.append(fused)
             done += 1

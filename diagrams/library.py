@@ -93,7 +93,7 @@ def attention(batch="B", heads="H", seqlen="N", kv_seqlen="M", head_dim="d", dty
 
 
 def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=False, share_kv_heads=False,
-                    unit_threads=32, skip_per_unit=False, smem_row_align=None, **shape) -> Diagram:
+                    unit_threads=32, skip_per_unit=False, smem_row_align=None, stale_max=0.0, **shape) -> Diagram:
     """FlashAttention forward, derived from `attention` by relabeling.
 
     group b, heads, query rows (tile `block_m`) over thread blocks; online-softmax rewrite;
@@ -102,7 +102,8 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
     heads of a KV group in one block (the g axis grouped whole) so K and V are loaded once per group.
     With `causal` and `skip_per_unit`, each unit computes only the key chunks its own rows see.
     `smem_row_align`: Q, K and V tiles hold their rows padded to a multiple of that many elements (whole
-    swizzle groups: a head dim of 96 in rows of 128).
+    swizzle groups: a head dim of 96 in rows of 128).  `stale_max`: the online softmax's rows keep a stale max
+    within 2^stale_max of their scores (`Diagram.online_softmax`).
     """
     att = attention(**shape)
     blk_m, blk_n = size_expr(block_m), size_expr(block_n)
@@ -114,7 +115,7 @@ def flash_attention(block_m="Br", block_n="Bc", warps="w", stages=2, causal=Fals
         g = att.axes()["g"]
         d = d.group("g", g if share_kv_heads else 1)
     d = d.group("n", blk_m)
-    d = d.online_softmax()
+    d = d.online_softmax(stale_max=stale_max)
     d = d.stream("m", blk_n, "smem", stages=stages)
     d = d.group("n", blk_m / size_expr(warps), "reg", unit_threads=unit_threads)
     if causal:

@@ -2,18 +2,24 @@
 
 FlashAttention-2 states its tile choices (csrc/flash_attn/src/flash_fwd_launch_template.h, for
 sm80/sm90 without Hopper instructions), so the model predicts SDPA's flash backend as a flash_sm80
-config. cuDNN and the memory-efficient kernel state none we can cite: they are timed, not predicted.
+config, with the online softmax FlashAttention-2 runs (O rescaled every chunk: ``flash_sm80_eager``, where
+our kernel keeps a stale max). cuDNN and the memory-efficient kernel state none we can cite: they are timed,
+not predicted.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
+from . import families
 from .api import Prediction, predict
 from .errors import ModelError
+from .families import flash_sm80
+
+families.register(flash_sm80.EAGER_PEER)
 
 PEERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
 PEER_CONFIGS = {
-    "sdpa_flash": ("flash_sm80", {64: dict(block_m=128, block_n=128, warps=4, stages=1),
+    "sdpa_flash": (flash_sm80.EAGER_PEER.name, {64: dict(block_m=128, block_n=128, warps=4, stages=1),
                                   128: dict(block_m=128, block_n=64, warps=4, stages=1),
                                   256: dict(block_m=64, block_n=64, warps=4, stages=1)}),
 }

@@ -24,9 +24,12 @@ _MADE: dict[str, Family] = {}
 
 
 def register(family: Family) -> Family:
-    """Make a family built at run time findable by name (a later one of the same name replaces it)."""
+    """Make a family built at run time findable by name (a later one of the same name replaces it; the same
+    one again is a no-op)."""
     if family.name in FAMILIES:
         raise ModelError(f"{family.name!r} is a shipped kernel family's name")
+    if _MADE.get(family.name) is family:
+        return family
     if family.name in _MADE:  # the model cached for the old one is stale
         from ..api import family_model
         family_model.cache_clear()

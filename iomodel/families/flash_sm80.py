@@ -6,7 +6,7 @@ through a ring of `stages` SMEM slots.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..limits import GRID_YZ_MAX
 from ..styles import MMA_SYNC
@@ -14,6 +14,9 @@ from .base import SMEM_ROW, Family, TileConfig, smem_row, spilling
 
 MMA_M, MMA_K = 16, 16   # mma.sync m16n8k16: rows per warp and the k of P.V come in these steps
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+#: the kernel's online softmax keeps a stale row max within 2^STALE_LOG2 of the scores and rescales O only
+#: when a row passes it (``STALE_LOG2`` in kernels/csrc/warp_tiles.cuh, the header's RESCALE_STALE policy)
+STALE_LOG2 = 8.0
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,10 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
     (128, 64, 8, 2), (128, 48, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 48, 4, 1), (64, 32, 4, 1),
     head_dim=192,
 ) + _shipped(
-    (128, 96, 8, 1), (128, 64, 8, 1), (64, 64, 4, 1), (64, 48, 4, 1), (128, 48, 8, 2), (64, 32, 4, 2),
+    (128, 96, 8, 1), (128, 64, 8, 1), (64, 64, 4, 1), (64, 48, 4, 1), (128, 48, 8, 2),
     head_dim=256,
-)
+)   # d = 256's 64x32 s2 left on 2026-11-25: its slowest config (validation/results/profile-sm80-configs-h100-
+#     2026-11-25/configs.json), and with the stale max 246 registers against the model's 208
 
 
 #: the smallest block_m of the shipped configs: a causal grid's y holds a head's query tiles (an explicit
@@ -98,26 +102,31 @@ def _launch_problem(shape) -> str:
     return ""
 
 
-def _diagram(causal: bool, gqa: bool):
+def _diagram(causal: bool, gqa: bool, stale_max: float = STALE_LOG2):
     from diagrams import library
 
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal,
-                                   smem_row_align=SMEM_ROW, **kw)
+                                   smem_row_align=SMEM_ROW, stale_max=stale_max, **kw)
 
 
-#: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
-#: offered: the configs at 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at
-#: d = 64, the 32 x 128 output at d = 128; 64 rows a warp at d = 32) have no room for a window's bounds or a
-#: softcap's tanh, nor, since the 16-byte O stores of 2026-11-25, for ALiBi in 128x128 s1 at d = 64.
+def _eager_diagram(causal: bool, gqa: bool):
+    return _diagram(causal, gqa, stale_max=0.0)
+
+
+#: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not offered: the configs at
+#: 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at d = 64, the 32 x 128 output
+#: at d = 128; 64 rows a warp at d = 32) have no room for some of a window's bounds, a softcap's tanh and
+#: ALiBi's distances; which ones moved with the 16-byte O stores and again with the stale max (2026-11-25).
 SPILLING = (
-    spilling(FlashConfig(128, 128, 4, 1, 64), "softcap", "alibi", "window softcap", "window alibi", "causal softcap",
-             "causal window softcap", "causal window alibi")
-    + spilling(FlashConfig(128, 128, 4, 2, 64), "window", "causal window", "causal softcap")
+    spilling(FlashConfig(128, 128, 4, 1, 64), "window", "alibi", "window softcap", "window alibi", "causal window",
+             "softcap alibi", "causal alibi", "causal window softcap", "causal window alibi", "causal softcap alibi",
+             "window softcap alibi", "causal window softcap alibi")
+    + spilling(FlashConfig(128, 128, 4, 2, 64), "softcap", "causal softcap", "window alibi")
     + spilling(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
                "causal window softcap alibi")
-    + spilling(FlashConfig(256, 64, 4, 3, 32), "softcap", "window softcap", "window alibi", "window softcap alibi",
-               "causal softcap", "causal window softcap", "causal window alibi", "causal window softcap alibi")
+    + spilling(FlashConfig(256, 64, 4, 3, 32), "window softcap", "window softcap alibi", "causal softcap",
+               "causal window softcap", "causal window softcap alibi")
 )
 
 
@@ -147,3 +156,9 @@ FAMILY = Family(
     spilling_variants=SPILLING,
     score_mods=("softcap", "alibi"),   # SOFTCAP and ALIBI: tanh on the scores, a per-head distance bias
 )
+
+#: FlashAttention-2's forward as the model sees it (iomodel.peers): this kernel's schedule with the eager
+#: online softmax (every row takes its new max and O is rescaled every chunk), registered by the peers'
+#: module, not a kernel of ours
+EAGER_PEER = replace(FAMILY, name="flash_sm80_eager", build=_eager_diagram,
+                     description="FlashAttention-2's forward: flash_sm80's schedule, O rescaled every chunk")

@@ -399,7 +399,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         if (j * BLOCK_N + warp * KW + KW > mask_from)
             mask_scores<MT, NT, CAUSAL>(s, j * BLOCK_N + key_lane, L, row_last);
         u32 pa[MT][NT / 2][4];
-        online_softmax<T, MT, NT, DT, true>(s, row_max, row_sum, acc, pa, scale_log2);
+        online_softmax<T, MT, NT, DT, RESCALE_LAZY>(s, row_max, row_sum, acc, pa, scale_log2);
         mma_rb<T, MT, KW, HEAD_DIM, ROW_BYTES>(acc, pa, sK + CHUNK_BYTES, 0, xo);
     }
     cp_async_wait<0>();

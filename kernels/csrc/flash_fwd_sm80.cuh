@@ -50,6 +50,13 @@
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
 
+// The online softmax's rescale policy (warp_tiles.cuh: Rescale): a stale max, O rescaled only when a row
+// of the warp passes it by 2^8; against EAGER (every chunk) 2 to 11% faster on the H100
+// (validation/results/profile-rescale-h100-2026-11-25/).  A probe may build another.
+#ifndef IOM_FWD_RESCALE
+#define IOM_FWD_RESCALE RESCALE_STALE
+#endif
+
 namespace iom {
 
 
@@ -291,7 +298,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // ---- online softmax (exp2, scale folded into the exponent) ----------
         // P leaves here already packed to 16 bit: KP x 4 registers per m-tile.
         u32 pa[MT][KP][4];
-        online_softmax<T, MT, NT, DT>(s, row_max, row_sum, acc_o, pa, scale_log2);
+        online_softmax<T, MT, NT, DT, IOM_FWD_RESCALE>(s, row_max, row_sum, acc_o, pa, scale_log2);
 
         // V_j has landed (newer in flight: K_{j+1}..K_{j+STAGES-1}, V_{j+1}..V_{j+STAGES-1}).
         cp_async_wait<2 * STAGES - 2>();

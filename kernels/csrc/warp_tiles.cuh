@@ -100,20 +100,30 @@ __device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a
     }
 }
 
-// One row (mt, hh) of an online-softmax step: the row's max over its running max and its scores (reduced
-// over the 4 lanes that hold the row), P packed as A fragments, the running sum rescaled and extended.
-// Returns the factor the row's O accumulator must be scaled by.
-template <class T, int MT, int NT>
-__device__ __forceinline__ float softmax_row(float (&s)[MT][NT][4], int mt, int hh, float (&row_max)[MT][2],
-                                             float (&row_sum)[MT][2], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
-    float mx = row_max[mt][hh];
+// Online-softmax rescale policies.  EAGER: every row takes its new max every step and O is rescaled.
+// LAZY: O is rescaled only when some row of the warp has a new max (a warp-uniform branch).  STALE: a row
+// keeps the max it has (stale) while its scores stay within STALE_LOG2 of it in the exponent, so P may
+// reach 2^STALE_LOG2 (exact in fp32 sums and a 16-bit P's relative precision); only when some row of the
+// warp goes past it do all its rows take their new max and O is rescaled.  The division by the row sum
+// at the end cancels the stale max either way.
+enum Rescale { RESCALE_EAGER = 0, RESCALE_LAZY = 1, RESCALE_STALE = 2 };
+constexpr float STALE_LOG2 = 8.f;
+
+// A row's max over its running max and its scores (mt, hh), reduced over the 4 lanes that hold the row.
+template <int MT, int NT>
+__device__ __forceinline__ float chunk_row_max(const float (&s)[MT][NT][4], int mt, int hh, float running) {
+    float mx = running;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+}
+
+// A row's exponentials against max `mx` (unscaled), packed as A fragments of P V; returns their sum.
+template <class T, int MT, int NT>
+__device__ __forceinline__ float exp_row(const float (&s)[MT][NT][4], int mt, int hh, float mx,
+                                        u32 (&pa)[MT][NT / 2][4], float scale_log2) {
     const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
-    const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
-    row_max[mt][hh] = mx;
     float rs = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -122,19 +132,47 @@ __device__ __forceinline__ float softmax_row(float (&s)[MT][NT][4], int mt, int 
         rs += p0 + p1;
         pa[mt][nt >> 1][(nt & 1) * 2 + hh] = Elem<T>::pack(p0, p1);
     }
-    row_sum[mt][hh] = row_sum[mt][hh] * corr + rs;
+    return rs;
+}
+
+// One row (mt, hh) of an online-softmax step taking the new max `mx`: P packed, the running sum rescaled
+// and extended.  Returns the factor the row's O accumulator must be scaled by.
+template <class T, int MT, int NT>
+__device__ __forceinline__ float softmax_row_to(const float (&s)[MT][NT][4], int mt, int hh, float mx,
+                                                float (&row_max)[MT][2], float (&row_sum)[MT][2],
+                                                u32 (&pa)[MT][NT / 2][4], float scale_log2) {
+    const float m_scaled = (mx == neg_inf()) ? 0.f : mx * scale_log2;
+    const float corr = ex2(row_max[mt][hh] * scale_log2 - m_scaled);
+    row_max[mt][hh] = mx;
+    row_sum[mt][hh] = row_sum[mt][hh] * corr + exp_row<T, MT, NT>(s, mt, hh, mx, pa, scale_log2);
     return corr;
 }
 
+template <class T, int MT, int NT>
+__device__ __forceinline__ float softmax_row(const float (&s)[MT][NT][4], int mt, int hh, float (&row_max)[MT][2],
+                                             float (&row_sum)[MT][2], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
+    return softmax_row_to<T, MT, NT>(s, mt, hh, chunk_row_max<MT, NT>(s, mt, hh, row_max[mt][hh]), row_max, row_sum,
+                                     pa, scale_log2);
+}
+
+template <int MT, int DT>
+__device__ __forceinline__ void rescale_rows(float (&acc)[MT][DT][4], const float (&corr)[MT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][dt][e] *= corr[mt][e >> 1];
+}
+
 // One online-softmax step over a warp's S tiles (exp2, the scale folded into the exponent): the running max
-// and sum of each of its rows rescaled, the O accumulator rescaled, P packed as the A fragments of P V.
-// A row whose max is still -inf (nothing seen) keeps max -inf and contributes zeros.  LAZY: the O
-// accumulator is rescaled only when some row of the warp has a new max (a warp-uniform branch): with few
-// keys a step (decoding) the max settles early, and the rescale is a multiply per accumulator.
-template <class T, int MT, int NT, int DT, bool LAZY = false>
+// and sum of each of its rows, the O accumulator rescaled as the policy says (Rescale above), P packed as
+// the A fragments of P V.  A row whose max is still -inf (nothing seen) keeps max -inf and contributes
+// zeros.  LAZY suits decoding (few keys a step, the max settles early).
+template <class T, int MT, int NT, int DT, int POLICY = RESCALE_EAGER>
 __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                              float (&acc)[MT][DT][4], u32 (&pa)[MT][NT / 2][4], float scale_log2) {
-    if constexpr (LAZY) {
+    if constexpr (POLICY == RESCALE_LAZY) {
         float corr[MT][2];
         bool moved = false;
 #pragma unroll
@@ -145,13 +183,42 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&ro
                 corr[mt][hh] = softmax_row<T, MT, NT>(s, mt, hh, row_max, row_sum, pa, scale_log2);
                 moved |= row_max[mt][hh] != before;
             }
-        if (__any_sync(0xffffffffu, moved)) {
+        if (__any_sync(0xffffffffu, moved)) rescale_rows<MT, DT>(acc, corr);
+        return;
+    }
+    if constexpr (POLICY == RESCALE_STALE) {
+        // Each row's new max is held past the vote for the rare rescale up to two m-tiles a warp; with more
+        // the rescale takes them again, which keeps the common path's registers those of the stale max
+        // alone (held, 256x64 at d = 32 spilled on sm_80; taken again, 128x128 s1 causal at d = 64 on sm_90a).
+        constexpr bool HOLD = MT <= 2;
+        float mx[HOLD ? MT : 1][2];
+        bool past = false;   // (mx - stale) * scale_log2 > STALE_LOG2; NaN (both -inf) is not past
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const float m = chunk_row_max<MT, NT>(s, mt, hh, row_max[mt][hh]);
+                if constexpr (HOLD) mx[mt][hh] = m;
+                past |= (m - row_max[mt][hh]) * scale_log2 > STALE_LOG2;
+            }
+        if (__any_sync(0xffffffffu, past)) {
+            float corr[MT][2];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
+                for (int hh = 0; hh < 2; ++hh) {
+                    if constexpr (HOLD)
+                        corr[mt][hh] = softmax_row_to<T, MT, NT>(s, mt, hh, mx[mt][hh], row_max, row_sum, pa, scale_log2);
+                    else
+                        corr[mt][hh] = softmax_row<T, MT, NT>(s, mt, hh, row_max, row_sum, pa, scale_log2);
+                }
+            rescale_rows<MT, DT>(acc, corr);
+        } else {
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[mt][dt][e] *= corr[mt][e >> 1];
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh)
+                    row_sum[mt][hh] += exp_row<T, MT, NT>(s, mt, hh, row_max[mt][hh], pa, scale_log2);
         }
         return;
     }

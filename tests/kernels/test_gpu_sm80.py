@@ -126,6 +126,26 @@ def test_flash_large_magnitude(mag, causal):
         check_flash(1, 2, 1, 300, 700, d, causal, torch.float16, cfg, mag=mag)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_row_max_that_creeps_and_jumps(dtype, causal):
+    """The stale row max (kernels/csrc/warp_tiles.cuh RESCALE_STALE): keys scaled up along the sequence, so a
+    row's max grows chunk after chunk, mostly within the 2^8 margin (P above 1, up to 2^8 in fp16 too) and
+    past it at times; float32 O and LSE as every other check."""
+    B, H, N_q, N_k = 1, 4, 700, 1500
+    for d in SHIPPED_HEAD_DIMS:
+        cfg = [c for c in SHIPPED_FLASH if c.head_dim == d][0]
+        q, k, v = make_qkv(B, H, H, N_q, N_k, d, torch.float32)
+        ramp = torch.linspace(0.5, 6.0, N_k, device="cuda").view(1, 1, N_k, 1)
+        q, k, v = (2 * q).to(dtype), (k * ramp).to(dtype), v.to(dtype)
+        o, lse = kernels.flash_attention(q, k, v, causal=causal, config=cfg, return_lse=True)
+        ref, ref_lse = reference(q, k, v, causal, 1.0 / math.sqrt(d))
+        assert rel_err(o, ref) < TOL[dtype], (d, causal, dtype)
+        fin = torch.isfinite(ref_lse)
+        assert torch.equal(fin, torch.isfinite(lse))
+        torch.testing.assert_close(lse[fin], ref_lse[fin], rtol=1e-3, atol=1e-2)
+
+
 @pytest.mark.parametrize("per", [1, 3, "all", "rule"])
 def test_causal_sections_give_the_same_answer(per, monkeypatch):
     """The causal grid's sections (x = head within a section, y = query tile longest first, z = section)
