@@ -158,20 +158,17 @@ class _KernelWriter:
             return [f"pass 1: m_new = max(m, rowmax({ins})); l = l*exp(m - m_new) + rowsum(exp(s - m_new))"
                     f"   # running max and sum in registers",
                     f"pass 2: re-read {ins}; {out} = exp(s - m) / l; store   # {op.passes} reads of the input"]
-        if isinstance(op, NormalizedContraction) and op.stale_max > 0:
-            return [f"{self.slice(op.scores, 'reg')}: m_new = max(m, rowmax)   "
-                    f"# {self.fmt(self.nest.tile(op.scores, 'reg'))} scores",
-                    f"if any row's m_new - m > 2^{op.stale_max:g} (exp2's exponent, rare): alpha = exp(m - m_new); "
-                    f"m = m_new; sum *= alpha; {out}_acc *= alpha   # else m stays (stale)",
-                    f"p = exp(s - m); sum += rowsum(p)   # exp unit; p < 2^{op.stale_max:g}",
-                    f"{out}_acc += p . {self.slice(op.inputs[1], 'reg')}   # tensor, contract over "
-                    f"{op.axis_name}; {out}_acc is {self.fmt(self.nest.tile(op.output, 'reg'))} fp32 per unit"]
         if isinstance(op, NormalizedContraction):
-            return [f"{self.slice(op.scores, 'reg')}: m_new = max(m, rowmax); p = exp(s - m_new)   "
-                    f"# {self.fmt(self.nest.tile(op.scores, 'reg'))} scores, exp unit",
-                    f"rescale: alpha = exp(m - m_new); sum = alpha*sum + rowsum(p); {out}_acc *= alpha",
-                    f"{out}_acc += p . {self.slice(op.inputs[1], 'reg')}   # tensor, contract over "
-                    f"{op.axis_name}; {out}_acc is {self.fmt(self.nest.tile(op.output, 'reg'))} fp32 per unit"]
+            scores, tile = self.slice(op.scores, 'reg'), self.fmt(self.nest.tile(op.scores, 'reg'))
+            pv = (f"{out}_acc += p . {self.slice(op.inputs[1], 'reg')}   # tensor, contract over "
+                  f"{op.axis_name}; {out}_acc is {self.fmt(self.nest.tile(op.output, 'reg'))} fp32 per unit")
+            if op.stale_max > 0:
+                return [f"{scores}: m_new = max(m, rowmax)   # {tile} scores",
+                        f"if any row's m_new - m > 2^{op.stale_max:g} (exp2's exponent, rare): alpha = exp(m - m_new); "
+                        f"m = m_new; sum *= alpha; {out}_acc *= alpha   # else m stays (stale)",
+                        f"p = exp(s - m); sum += rowsum(p)   # exp unit; p < 2^{op.stale_max:g}", pv]
+            return [f"{scores}: m_new = max(m, rowmax); p = exp(s - m_new)   # {tile} scores, exp unit",
+                    f"rescale: alpha = exp(m - m_new); sum = alpha*sum + rowsum(p); {out}_acc *= alpha", pv]
         if isinstance(op, OnlineLogSumExp):
             return [f"{out}: m_new = max({out}_max, rowmax({ins})); {out}_sum = {out}_sum*exp({out}_max - m_new) "
                     f"+ rowsum(exp(x - m_new))   # {self.fmt(self.nest.tile(op.inputs[0], 'reg'))} elements, "

@@ -51,7 +51,7 @@
 #include "warp_tiles.cuh"
 
 // The online softmax's rescale policy (warp_tiles.cuh: Rescale): a stale max, O rescaled only when a row
-// of the warp passes it by 2^8; against EAGER (every chunk) 2 to 11% faster on the H100
+// of the warp passes it by 2^8; against EAGER (every chunk) 1.6 to 11% faster on the H100 from N = 4096
 // (validation/results/profile-rescale-h100-2026-11-25/).  A probe may build another.
 #ifndef IOM_FWD_RESCALE
 #define IOM_FWD_RESCALE RESCALE_STALE
