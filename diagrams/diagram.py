@@ -31,7 +31,7 @@ class Diagram:
     threads: int | None = None  # threads per block when no reg-level group fixes them
     accumulated: tuple[str, ...] = ()  # outputs added into global memory by several blocks (atomics, fp32)
     raster_order: tuple[str, sp.Expr] | None = None  # (block-grouped axis, group): the block order (`raster`)
-    buffered: tuple[tuple[str, int], ...] = ()  # (intermediate, copies) staged in SMEM more than once (`stage`)
+    buffered: tuple[tuple[str, "int | sp.Expr"], ...] = ()  # (intermediate, copies: an int or a size symbol) staged in SMEM more than once
     # how many times the kernel runs in its program: 1, or an expression of the sizes that is 0 where the
     # program needs no such kernel (`split(direct_when_one=True)`: no combine kernel for a single part)
     runs: sp.Expr | None = None
@@ -254,20 +254,29 @@ class Diagram:
     def stage(self, array_name: str, level: str, buffers: int = 1, row_align=None) -> "Diagram":
         """Place an array at a memory level (an input staged in SMEM, an intermediate kept there).
         `buffers` > 1: an intermediate kept in that many SMEM copies, so that one step writes the next
-        while the units still read the last (a double-buffered tile).  `row_align`: an input's SMEM tile
+        while the units still read the last (a double-buffered tile); a size symbol (its name) when the copies
+        differ between tile configs (the family's derived symbols give its values).  `row_align`: an input's SMEM tile
         holds its rows (along its last axis) padded to a multiple of this many elements (a swizzle atom's
         row; the padding takes SMEM, moves no bytes from global memory)."""
         if array_name not in self.arrays():
             raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
         if level not in LEVELS:
             raise DiagramError(f"stage: unknown level {level!r}; levels: {LEVELS}")
-        if int(buffers) != buffers or buffers < 1:
-            raise DiagramError(f"stage {array_name}: buffers must be a positive integer, got {buffers!r}")
-        if buffers > 1 and (level != "smem" or self.producer(array_name) is None):
+        symbolic = isinstance(buffers, (str, sp.Expr))
+        if symbolic:
+            buffers = size_expr(buffers)
+            if not buffers.free_symbols:
+                raise DiagramError(f"stage {array_name}: buffers given as an expression must name a symbol, "
+                                   f"got {buffers!r}")
+        elif isinstance(buffers, bool) or not isinstance(buffers, (int, float)) or int(buffers) != buffers \
+                or buffers < 1:
+            raise DiagramError(f"stage {array_name}: buffers must be a positive integer or a size symbol, got "
+                               f"{buffers!r}")
+        if (symbolic or buffers > 1) and (level != "smem" or self.producer(array_name) is None):
             raise DiagramError(f"stage {array_name}: only an intermediate kept in SMEM takes buffers")
         buffered = tuple(p for p in self.buffered if p[0] != array_name)
-        if buffers > 1:
-            buffered += ((array_name, int(buffers)),)
+        if symbolic or buffers > 1:
+            buffered += ((array_name, buffers if symbolic else int(buffers)),)
         aligned = tuple(p for p in self.row_aligned if p[0] != array_name)
         if row_align is not None:
             if level != "smem" or self.producer(array_name) is not None:

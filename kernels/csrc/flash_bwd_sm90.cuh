@@ -11,10 +11,11 @@
 //          S^T  = K_w Q^T              wgmma m64n{kBlockM}k16, A and B from SMEM (K-major)
 //          dP^T = V_w dO^T             same
 //          P^T  = exp2(S^T * scale*log2e - L2),  dS^T = P^T (dP^T - D)     in registers
-//          dV  += P^T dO,  dK += dS^T Q    wgmma m64n{d}k16, A from registers, B MN-major
-//      and stores dS^T (16-bit) to SMEM.  Once every consumer has (a named barrier), warpgroup w computes
+//          dV  += P^T dO                   wgmma m64n{d}k16, A from registers, B MN-major
+//      and stores dS^T (16-bit) to SMEM.  Once every consumer has (a named barrier), warpgroup w issues
 //      its slice of dQ = dS K (wgmma with both operands MN-major in SMEM: the keys are the rows of both),
-//      stages it in SMEM in its registers' order (dQ full / dQ empty mbarriers).  One thread of the producer
+//      then dK += dS^T Q (A from registers), and stages the dQ slice in SMEM in its registers' order while
+//      dK runs (dQ full / dQ empty mbarriers; two staging slots with 64-query tiles).  One thread of the producer
 //      warpgroup, the dQ writer, adds each query tile's slices to the fp32 accumulator in global memory
 //      with TMA bulk reduce-adds (cp.reduce.async.bulk ... add.f32), so the consumers never wait on the
 //      reduction; with kDeterministic the adds to a query tile go in key-tile order, the last key tile
@@ -29,8 +30,8 @@
 //
 // Shared memory (dynamic; FlashBwdSm90Config.smem_bytes in iomodel/families/flash_bwd_sm90.py):
 //     1024 (alignment slack) + K + V (kBlockN x d each) + kStages x (Q + dO) (kBlockM x d each)
-//     + 2 x dS^T (kBlockN x kBlockM, double-buffered) + dQ (kBlockM x d fp32)
-//     + kStages x (L2 + D) (kBlockM floats each) + 8 x (1 + 4 kStages + 2 kConsumers) mbarriers.
+//     + 2 x dS^T (kBlockN x kBlockM, double-buffered) + kDqSlots x dQ (kBlockM x d fp32)
+//     + kStages x (L2 + D) (kBlockM floats each) + 8 x (1 + 4 kStages + 4 kConsumers) mbarriers.
 // 16-bit tiles are stored as 64-column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes), so each
 // column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B); dS^T is stored the same way by
 // the consumers (keys as rows, 64 queries a column block).
@@ -68,6 +69,11 @@ struct BwdTraits {
     static constexpr u32 kBytesQ = kBlockM * kHeadDim * 2;     // one Q (= one dO) tile
     static constexpr u32 kBytesDS = kBlockN * kBlockM * 2;
     static constexpr u32 kBytesDQ = kBlockM * kHeadDim * 4;
+    // dQ staging slots (each holds every consumer's slice of one query tile): with two, a consumer stages a
+    // tile's slice while the writer's bulk adds still read the last one's (they wait on the L2: 200 cycles a
+    // tile at d = 128 with one slot, validation/results/profile-bwd-sm90-h100-2026-11-25/dq2-trace.json).
+    // Two where they fit in 227 KB of SMEM: with 64-query tiles (FlashBwdSm90Config.dq_slots).
+    static constexpr int kDqSlots = kBlockM == 64 ? 2 : 1;
     static constexpr u32 kBytesRow = kBlockM * 4;               // the L2 (= the D) rows of a tile
     static constexpr u32 kOffK = 0;
     static constexpr u32 kOffV = kBytesKV;
@@ -75,11 +81,12 @@ struct BwdTraits {
     static constexpr u32 kOffDO = kOffQ + kStages * kBytesQ;
     static constexpr u32 kOffDS = kOffDO + kStages * kBytesQ;
     static constexpr u32 kOffDQ = kOffDS + 2 * kBytesDS;
-    static constexpr u32 kOffL = kOffDQ + kBytesDQ;
+    static constexpr u32 kOffL = kOffDQ + kDqSlots * kBytesDQ;
     static constexpr u32 kOffD = kOffL + kStages * kBytesRow;
     static constexpr u32 kOffBar = kOffD + kStages * kBytesRow;
-    // K/V full; Q full, Q empty, dO full, dO empty per slot; dQ full, dQ empty per consumer warpgroup
-    static constexpr u32 kNumBars = 1 + 4 * kStages + 2 * kConsumers;
+    // K/V full; Q full, Q empty, dO full, dO empty per slot; dQ full, dQ empty per consumer warpgroup and dQ
+    // slot (room for two slots whatever kDqSlots: one count of barriers for every config)
+    static constexpr u32 kNumBars = 1 + 4 * kStages + 2 * kConsumers * 2;
     static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
     // Register split after setmaxnreg: the CTA launches with (65536 / kThreads) rounded down to 8 registers
     // a thread (168 at 384 threads), and setmaxnreg only moves them between warpgroups.  The deterministic
@@ -266,15 +273,22 @@ __device__ __forceinline__ void produce(const TmaDesc& tmQ, const TmaDesc& tmK, 
 // Accumulator layout of a warpgroup's m64nN tile (a warp owns 16 rows): register 4i + e holds
 // row = 16 warp + lane/4 + 8 (e >> 1), column = 8i + 2 (lane % 4) + (e & 1).
 
+// The values of a tile's row vector (the base-2 LSE or D, kBlockM floats in SMEM) at this thread's query
+// columns: the pair 8i + 2 (lane % 4), + 1 at r[2i], r[2i + 1].
+template <class T>
+__device__ __forceinline__ void load_cols(float (&r)[T::kBlockM / 4], u32 sRow, int lane) {
+#pragma unroll
+    for (int i = 0; i < T::kBlockM / 8; ++i) ld_shared_v2(sRow + (8 * i + 2 * (lane & 3)) * 4, r[2 * i], r[2 * i + 1]);
+}
+
 // P^T = exp2(S^T * scale_log2 - L2[q]) in place; masked scores (key past N_k, or causal: key > q + offset)
-// give 0.  `key` is this thread's first key row, `q0` the tile's first query.
+// give 0.  `key` is this thread's first key row, `q0` the tile's first query, `l2` its columns' L2.
 template <class T, bool kMask>
-__device__ __forceinline__ void probabilities(float (&s)[T::kBlockM / 2], u32 sL, int lane, int key, int q0,
-                                              int N_k, int offset, float scale_log2) {
+__device__ __forceinline__ void probabilities(float (&s)[T::kBlockM / 2], const float (&l2)[T::kBlockM / 4], int lane,
+                                              int key, int q0, int N_k, int offset, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < T::kBlockM / 8; ++i) {
-        float l0, l1;
-        ld_shared_v2(sL + (8 * i + 2 * (lane & 3)) * 4, l0, l1);
+        const float l0 = l2[2 * i], l1 = l2[2 * i + 1];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             float x = __fmaf_rn(s[4 * i + e], scale_log2, -((e & 1) ? l1 : l0));
@@ -298,11 +312,11 @@ __device__ __forceinline__ float2 p_pair(const u32 (&p16)[N], int j) { return un
 // dS^T = P^T (dP^T - D[q]) in place of dP^T, P^T from its fp32 registers (kDsFromFp32) or read back from
 // its 16-bit copy (as FlashAttention-2 does), which frees the fp32 P^T as soon as it is packed.
 template <class T, class PTile>
-__device__ __forceinline__ void score_grads(float (&dp)[T::kBlockM / 2], const PTile& p, u32 sD, int lane) {
+__device__ __forceinline__ void score_grads(float (&dp)[T::kBlockM / 2], const PTile& p,
+                                            const float (&dr)[T::kBlockM / 4]) {
 #pragma unroll
     for (int i = 0; i < T::kBlockM / 8; ++i) {
-        float d0, d1;
-        ld_shared_v2(sD + (8 * i + 2 * (lane & 3)) * 4, d0, d1);
+        const float d0 = dr[2 * i], d1 = dr[2 * i + 1];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const float2 pv = p_pair<T::kBF16>(p, 2 * i + half);
@@ -372,11 +386,9 @@ __device__ __forceinline__ int last_n_block(int m, int num_n, int offset) {
 // quad index cover 512 contiguous bytes), once the writer has read the previous one out; then handed to
 // the writer (dQ full).  The consumers never wait on the global reduction itself.
 template <class T>
-__device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 sDQ, u32 full, u32 empty,
-                                         u32 parity, int tid) {
+__device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 sDQ, u32 full, int tid) {
     constexpr int kQuads = T::kSlice / 8;
     const int warp = tid / 32, lane = tid % 32;
-    mbar_wait(empty, parity ^ 1);
 #pragma unroll
     for (int qd = 0; qd < kQuads; ++qd)
         st_shared_v4(sDQ + (((warp * kQuads + qd) * 32 + lane) * 4) * 4, dq[4 * qd], dq[4 * qd + 1], dq[4 * qd + 2],
@@ -394,15 +406,18 @@ template <class T>
 __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int bh0, int n_block, int group,
                                          int n_qp, BwdSpan sp, int m_first, int num_m, int num_n, int offset) {
     constexpr u32 kBytes = 64 * T::kSlice * 4;   // one warpgroup's slice
-    const u32 sBar = smem0 + T::kOffBar + 8u * (1 + 4 * T::kStages);
-    u32 parity = 0;
+    const u32 sFull = smem0 + T::kOffBar + 8u * (1 + 4 * T::kStages);   // dQ full (slot, warpgroup), then empty
+    const u32 sEmpty = sFull + 8u * (T::kConsumers * T::kDqSlots);
+    int t = 0;
     // per-head pointers and 32-bit offsets inside a head: the producer warpgroup's registers are few
     for (int hi = sp.hi0; hi <= sp.hi1; ++hi) {
         const size_t bh = size_t(bh0) + hi;
         float* head_dst = dq_acc + bh * n_qp * T::kHeadDim;
         int* head_sem = sem + bh * num_m;
         for (int m = hi == sp.hi0 ? sp.m0 : m_first, m_end = hi == sp.hi1 ? sp.m1 : num_m; m < m_end; ++m) {
-            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_wait(sBar + 8u * wg, parity);
+            const int slot = t % T::kDqSlots;
+            const u32 parity = (t / T::kDqSlots) & 1;
+            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_wait(sFull + 8u * (slot * T::kConsumers + wg), parity);
             if constexpr (T::kDeterministic) {
                 const int turn = last_n_block<T>(m, num_n, offset) - n_block;
                 while (ld_acquire(head_sem + m) < turn) {
@@ -410,7 +425,7 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
             }
             for (int wg = 0; wg < T::kConsumers; ++wg)
                 bulk_reduce_add(head_dst + m * (T::kBlockM * T::kHeadDim) + wg * (64 * T::kSlice),
-                                smem0 + T::kOffDQ + wg * kBytes, kBytes);
+                                smem0 + T::kOffDQ + slot * T::kBytesDQ + wg * kBytes, kBytes);
             bulk_commit();
             if constexpr (T::kDeterministic) {
                 bulk_wait();      // the adds are done in global memory before the next key tile's start
@@ -419,8 +434,8 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
             } else {
                 bulk_wait_read();
             }
-            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_arrive(sBar + 8u * (T::kConsumers + wg));
-            parity ^= 1;
+            for (int wg = 0; wg < T::kConsumers; ++wg) mbar_arrive(sEmpty + 8u * (slot * T::kConsumers + wg));
+            ++t;
         }
     }
     bulk_wait();   // the last adds are done before the CTA's shared memory goes
@@ -478,7 +493,8 @@ __device__ __forceinline__ bool combine_pieces(float* part, int* count, int slot
 }
 
 // IOM_BWD90_TRACE (profiling only): thread 0 of each consumer warpgroup of CTA (0, 0, 0) writes clock64 at
-// 13 points of its first 32 query tiles into `sem` (then a long long[2][32][16] buffer).
+// 15 points of its first 32 query tiles into `sem` (then a long long[2][32][16] buffer): points 0 to 12 in
+// the loop's order but 15 (a dQ slot free) and 13 (the slice staged), which come between 11 and 12.
 #ifdef IOM_BWD90_TRACE
 #define IOM_TRACE(slot)                                                                                     \
     if (tid == 0 && blockIdx.x == 0 && tile_i < 32) {                                                       \
@@ -546,9 +562,9 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             mbar_init(sBar + 8u * (1 + 3 * S + s), 128 * T::kConsumers);
         }
 #pragma unroll
-        for (int w = 0; w < T::kConsumers; ++w) {
-            mbar_init(sBar + 8u * (1 + 4 * S + w), 128);                        // dQ full: a warpgroup's threads
-            mbar_init(sBar + 8u * (1 + 4 * S + T::kConsumers + w), 1);          // dQ empty: the writer
+        for (int w = 0; w < T::kConsumers * T::kDqSlots; ++w) {   // (full, then empty, for slot w / kConsumers)
+            mbar_init(sBar + 8u * (1 + 4 * S + w), 128);                                     // dQ full: a warpgroup
+            mbar_init(sBar + 8u * (1 + 4 * S + T::kConsumers * T::kDqSlots + w), 1);        // dQ empty: the writer
         }
         fence_mbar_init();
     }
@@ -599,6 +615,11 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             // both tiles before the first issue: a wait loop between two wgmma issues makes ptxas fence them
             mbar_wait(fullQ, phase);
             mbar_wait(fullDO, phase);
+            // the LSE columns before the products are issued: loaded while S^T and dP^T read their operands,
+            // the loads waited behind those reads and took the exponentials' phase from about 940 cycles a
+            // tile to 690 (d = 128; validation/results/profile-bwd-sm90-h100-2026-11-25/loads-trace.json)
+            float l2[T::kBlockM / 4];
+            load_cols<T>(l2, sL, lane);
             IOM_TRACE(1);
             wgmma_fence();
             wgmma_tile_ss<T::kBlockM, T::kHeadDim, T::kBlockN, T::kBlockM, T::kBF16>(s, sK + wg * 64 * 128, sQ);
@@ -611,9 +632,9 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             IOM_TRACE(3);
             const bool masked = wg_key_last >= N_k || (T::kCausal && wg_key_last > m * T::kBlockM + offset);
             if (masked)
-                probabilities<T, true>(s, sL, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
+                probabilities<T, true>(s, l2, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
             else
-                probabilities<T, false>(s, sL, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
+                probabilities<T, false>(s, l2, lane, key, m * T::kBlockM, N_k, offset, scale_log2);
             pack_tile<T>(p16, s);
             IOM_TRACE(4);
             wgmma_fence();
@@ -623,35 +644,45 @@ __device__ __forceinline__ void flash_bwd_sm90(const TmaDesc& tmQ, const TmaDesc
             wgmma_wait<1>();
             fence_regs(dp);
             IOM_TRACE(6);
+            float dr[T::kBlockM / 4];   // (D's early too: spills at d = 64, no gain at d = 128: loads-*.json)
+            load_cols<T>(dr, sD, lane);
             if constexpr (T::kDsFromFp32)
-                score_grads<T>(dp, s, sD, lane);
+                score_grads<T>(dp, s, dr);
             else
-                score_grads<T>(dp, p16, sD, lane);
+                score_grads<T>(dp, p16, dr);
             pack_tile<T>(ds16, dp);
             store_ds<T>(sDS, ds16, key_row, lane);
             IOM_TRACE(7);
-            wgmma_fence();
-            wgmma_tile_rs<T::kHeadDim, T::kBlockM, T::kBF16>(acc_dk, ds16, sQ);
-            wgmma_commit();
+            // dQ's product first, then dK's: the dQ slice is staged for the writer while dK runs
             fence_async_smem();
             IOM_TRACE(8);
             named_bar_sync(1, 128 * T::kConsumers);      // every warpgroup's dS^T is in SMEM
             IOM_TRACE(9);
+            wgmma_fence();
             wgmma_tile_sst<T::kSlice, T::kBlockN, T::kBF16>(
                 dq, sDS + mb * (T::kBlockN * 128), sK + ns * (T::kSlice / 64) * (T::kBlockN * 128));
             wgmma_commit();
+            wgmma_tile_rs<T::kHeadDim, T::kBlockM, T::kBF16>(acc_dk, ds16, sQ);
+            wgmma_commit();
             IOM_TRACE(10);
-            wgmma_wait<0>();
+            wgmma_wait<1>();                             // dV and dQ done (dK may run on)
             IOM_TRACE(11);
             fence_regs(dq);
             fence_regs(acc_dv);
-            fence_regs(acc_dk);
             fence_regs(p16);
+            mbar_arrive(emptyDO);
+            {
+                const int slot = tile_i % T::kDqSlots;
+                const u32 at = 1 + 4 * S + slot * T::kConsumers + wg;    // dQ full; empty kConsumers * kDqSlots on
+                mbar_wait(sBar + 8u * (at + T::kConsumers * T::kDqSlots), ((tile_i / T::kDqSlots) & 1) ^ 1);
+                IOM_TRACE(15);
+                stage_dq<T>(dq, smem0 + T::kOffDQ + slot * T::kBytesDQ + wg * (64 * T::kSlice * 4), sBar + 8u * at, tid);
+            }
+            IOM_TRACE(13);
+            wgmma_wait<0>();
+            fence_regs(acc_dk);
             fence_regs(ds16);
             mbar_arrive(emptyQ);
-            mbar_arrive(emptyDO);
-            stage_dq<T>(dq, smem0 + T::kOffDQ + wg * (64 * T::kSlice * 4), sBar + 8u * (1 + 4 * S + wg),
-                        sBar + 8u * (1 + 4 * S + T::kConsumers + wg), tile_i & 1, tid);
             IOM_TRACE(12);
             next_stage<S>(stage, phase);
             buf ^= 1;

@@ -54,7 +54,9 @@ def test_shipped_configs_build_and_fit_the_smem_of_a_block():
 @pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
 def test_the_models_smem_is_the_kernels_to_the_byte(name):
     """The diagram's tiles (K, V, the Q/dO/LSE/D ring, dS^T twice, the dQ slices) and the plan's slack (the
-    kernel's 13 mbarriers and 1024 bytes of alignment) are the config's exact smem_bytes()."""
+    kernel's 17 mbarriers and 1024 bytes of alignment) are the config's exact smem_bytes(): with one dQ
+    staging slot (d = 64, 128-query tiles) and with two (d = 128)."""
+    assert sorted(c.dq_slots for c in SHIPPED) == [1, 2]
     for cfg in SHIPPED:
         p = api.predict(name, "h100-sxm", {**SHAPE, "d": cfg.head_dim}, cfg)
         assert p.kernels[1]["smem_bytes"] == cfg.smem_bytes() and p.kernels[1]["occupancy"] == 1
@@ -70,6 +72,38 @@ def test_a_double_buffered_intermediate_counts_twice():
         main.stage("dS", "smem", buffers=0)
     assert main.stage("dS", "smem", buffers=2).buffered == (("dS", 2),)
     assert main.stage("dS", "smem", buffers=2).stage("dS", "smem").buffered == ()
+
+
+def test_an_intermediate_staged_in_a_symbol_of_copies():
+    """The dQ slices' staging slots differ between configs: a size symbol the family derives (dqs)."""
+    import sympy as sp
+
+    from diagrams import library
+
+    main = library.attention_backward().kernels[1]
+    (name, copies), = main.stage("dQacc", "smem", buffers="dqs").buffered
+    assert name == "dQacc" and copies == sp.Symbol("dqs", positive=True, integer=True)
+    with pytest.raises(Exception, match="must name a symbol"):
+        main.stage("dQacc", "smem", buffers=sp.Integer(2) * 1)
+    with pytest.raises(Exception, match="only an intermediate"):
+        main.stage("Q", "smem", buffers="dqs")
+    fam = families.get(ATOMIC)
+    assert list(fam.symbol_values(SHIPPED)["dqs"]) == [c.dq_slots for c in SHIPPED]
+
+
+def test_two_dq_slots_exactly_where_they_fit():
+    """dq_slots is 2 with 64-query tiles, and with a two-slot (Q, dO) ring (the shipped depth) a second dQ
+    slot would pass 227 KiB with the other tiles the space offers at d = 64 and 128 (so the rule is the one
+    that fits, not a guess)."""
+    limit = resolve_gpu("h100-sxm").smem_per_block
+    fam = families.get(ATOMIC)
+    for d in (64, 128):
+        for cfg in fam.candidates({**SHAPE, "d": d}):
+            if cfg.problems() or cfg.stages != 2:
+                continue
+            one = cfg.smem_bytes() - (cfg.dq_slots - 1) * cfg.block_m * d * 4
+            assert cfg.dq_slots == (2 if cfg.block_m == 64 else 1)
+            assert (one + cfg.block_m * d * 4 <= limit) == (cfg.dq_slots == 2), cfg
 
 
 @pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
