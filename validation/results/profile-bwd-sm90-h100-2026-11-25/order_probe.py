@@ -4,7 +4,8 @@ kernels/csrc/flash_bwd_sm90.cuh (``_defines``), against each other and SDPA cuDN
 with `trace`, IOM_BWD90_TRACE's cycles a tile and a phase.  RUN= names the set (README.md in this folder):
 each ran on the kernel of its moment, whose switches (IOM_BWD90_DQ_FIRST, IOM_BWD90_LSE_EARLY,
 IOM_BWD90_D_EARLY, IOM_BWD90_EARLY_NEXT, IOM_BWD90_DQ2) became main's code or were dropped; on main only
-RUN=final (and RUN=poly with tried-poly-exp.patch applied) builds what it names.
+RUN=final (RUN=poly with tried-poly-exp.patch applied, RUN=fused with tried-fused-convert.patch) builds what
+it names.
 Run from the repository root: RUN=final PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-25/order_probe.py trace"""
 import json, os, sys, time
 
@@ -39,6 +40,8 @@ if RUN == "order":
         "dq_first+poly2": ("IOM_BWD90_DQ_FIRST", "IOM_BWD90_POLY_EVERY=2"),
         "dq_first+poly3": ("IOM_BWD90_DQ_FIRST", "IOM_BWD90_POLY_EVERY=3"),
     }
+elif RUN == "fused":
+    VARIANTS = {"base": (), "conv_idle": ("IOM_BWD90_CONV_IDLE",), "no_count": ("IOM_BWD90_NO_COUNT",)}
 elif RUN == "final":
     VARIANTS = {"base": ()}
 elif RUN == "dq2":
