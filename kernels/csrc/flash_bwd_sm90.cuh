@@ -382,9 +382,10 @@ __device__ __forceinline__ int last_n_block(int m, int num_n, int offset) {
     return n < num_n - 1 ? n : num_n - 1;
 }
 
-// A consumer warpgroup's dQ slice into its SMEM region, in DqSlices' order (a warp's 16-byte stores of one
-// quad index cover 512 contiguous bytes), once the writer has read the previous one out; then handed to
-// the writer (dQ full).  The consumers never wait on the global reduction itself.
+// A consumer warpgroup's dQ slice into its place in a dQ slot, in DqSlices' order (a warp's 16-byte stores
+// of one quad index cover 512 contiguous bytes), then handed to the writer (dQ full).  The caller has waited
+// for the slot (dQ empty: the writer's bulk adds have read what it held); the consumers never wait on the
+// global reduction itself.
 template <class T>
 __device__ __forceinline__ void stage_dq(const float (&dq)[T::kSlice / 2], u32 sDQ, u32 full, int tid) {
     constexpr int kQuads = T::kSlice / 8;
