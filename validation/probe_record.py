@@ -1,13 +1,16 @@
 """The record a probe under validation/results/profile-*/ writes: its rows with the device, torch, the date and
-the command that made them, as JSON under $OUT (the device tool brings $OUT back); and the rows of one group
-of callables timed together.  torch is imported inside."""
+the command that made them, as JSON under $OUT (the device tool brings $OUT back); the rows of one group
+of callables timed together; another probe script loaded for its functions.  torch is imported inside."""
 from __future__ import annotations
 
 import json
 import os
 import time
 
-__all__ = ["write", "timed_rows"]
+__all__ = ["write", "timed_rows", "load"]
+
+#: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
+BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
 
 
 def write(name: str, rows: list, command: str, **extra) -> str:
@@ -32,3 +35,19 @@ def timed_rows(timer, fns, labels, inputs, rounds: int = 5, queue_ahead: bool = 
     return [{**fields, "impl": lab,
              f"median_{unit}": None if isinstance(r, Exception) else r.median_s * scale,
              f"min_{unit}": None if isinstance(r, Exception) else r.min_s * scale} for lab, r in zip(labels, out)]
+
+
+def load(path: str, *argv: str):
+    """The probe script at `path` as a module, for its functions, run with `argv` as its command-line
+    arguments (a probe that runs its modes at import is given none it knows); sys.argv is restored after."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    saved, sys.argv = sys.argv, [path, *argv]
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.argv = saved
+    return module

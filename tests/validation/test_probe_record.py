@@ -4,6 +4,8 @@ import json
 import sys
 import types
 
+import pytest
+
 from validation import probe_record
 
 
@@ -32,3 +34,16 @@ def test_timed_rows_label_each_callable_and_keep_a_failure():
     assert [r["impl"] for r in rows] == ["good", "bad"]
     assert rows[0]["median_us"] == 2e3 and rows[0]["min_us"] == 2e3 and rows[0]["d"] == 64 and rows[0]["causal"]
     assert rows[1]["median_us"] is None and rows[1]["min_us"] is None
+
+
+def test_load_runs_a_probe_with_its_arguments_and_restores_argv(tmp_path):
+    script = tmp_path / "other_probe.py"
+    script.write_text("import sys\nSEEN = list(sys.argv[1:])\n\ndef twice(x):\n    return 2 * x\n")
+    before = list(sys.argv)
+    mod = probe_record.load(str(script), "none", "quiet")
+    assert mod.SEEN == ["none", "quiet"] and mod.twice(21) == 42 and mod.__name__ == "other_probe"
+    assert sys.argv == before
+    script.write_text("import sys\nraise SystemExit(sys.argv[1])\n")
+    with pytest.raises(SystemExit, match="stop"):
+        probe_record.load(str(script), "stop")
+    assert sys.argv == before   # restored when the script fails too

@@ -11,11 +11,11 @@ import json, os, sys, time
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import kernels
 from kernels import flash_bwd_sm90
 from iomodel.families.flash_bwd_sm90 import SHIPPED
+from validation import probe_record
 from validation.timing import CudaEventTimer
 
 OUT = os.environ.get("OUT", "/tmp/out")
@@ -67,14 +67,9 @@ if PICK:
 ROUNDS = int(os.environ.get("ROUNDS", "7"))
 
 
-def make(B, H, N, d, causal, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v, do = (torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
-    out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
-    qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        oc = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
-    return (q, k, v, out, lse, do, qg, kg, vg, oc)
+# the inputs of a shape (ours and cuDNN's autograd graph) and its FLOPs: the probe of 2026-11-24's
+_bwd_probe = probe_record.load(probe_record.BWD_SM90_PROBE, "none")
+make, flops = _bwd_probe.make, _bwd_probe.flops
 
 
 def variants(d):
@@ -95,10 +90,6 @@ def check(d, causal):
         got = flash_bwd_sm90.backward(do, q, k, v, out, lse, causal=causal, config=CFG[d], _defines=defs)
         errs[name] = [float((a.float() - b).abs().max() / b.abs().max()) for a, b in zip(got, r)]
     return errs
-
-
-def flops(B, H, N, d, causal):
-    return 2.5 * 4 * B * H * N * N * d / (2 if causal else 1)
 
 
 def ab(timer, shape, seeds=(31, 32)):

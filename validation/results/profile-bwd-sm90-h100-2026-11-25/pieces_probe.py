@@ -1,16 +1,13 @@
 """The tail split's piece count at d = 128 without a mask (N = 4096: the model picks 3; 8192: 5), from the CTA
 timelines (bwd_probe.timeline: %globaltimer spans, the idle tail's share) of each count in turn, 4 rounds,
 the median span a count.  Run from the repository root with PYTHONPATH=.; writes $OUT/pieces.json."""
-import importlib.util, json, os, statistics, time
+import json, os, statistics, time
 
 import torch
 
-spec = importlib.util.spec_from_file_location(
-    "bwd_probe", "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py")
-import sys
-sys.argv = [sys.argv[0], "none"]          # bwd_probe runs its modes at import: none of them
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+from validation import probe_record
+
+probe = probe_record.load(probe_record.BWD_SM90_PROBE, "none")   # it runs its modes at import: none of them
 
 OUT = os.environ.get("OUT", "/tmp/out")
 rows = []
