@@ -18,15 +18,22 @@ lse, causal=..., config=..., deterministic=...)`` for ``flash_bwd_sm80`` and its
 checks compare dQ, dK and dV with the math backend's on float32 copies (causal as the row), a few heads
 at a time so that the float32 score matrices stay near 1 GiB each; our kernels' check runs in the
 kernels' debug mode, as the forward's.
+
+The backward rows of one shape run as a group (``validation.backward``): ``make_backward_group`` draws q, k,
+v and dout once a set and gives each kernel its call's arguments from them (``BackwardSet.args``: our
+kernels share one forward; each peer has leaves sharing q, k and v's memory and its backend's forward; a
+backend that refuses the inputs leaves its exception there, raised by its runner), ``reference`` computes
+the float32 gradients once for the group, and ``check(kernel, fn, inputs, ref)`` compares a row with them.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from iomodel.algo_peers import BACKWARD_KERNELS, DETERMINISTIC_KERNELS, algo_of
 
-__all__ = ["TorchAlgorithms", "BACKENDS"]
+__all__ = ["TorchAlgorithms", "BackwardSet", "BACKENDS"]
 
 #: backward peer -> the ``torch.nn.attention.SDPBackend`` member its forward is forced to
 BACKENDS = {"torch_sdpa_flash_bwd": "FLASH_ATTENTION", "torch_sdpa_cudnn_bwd": "CUDNN_ATTENTION",
@@ -44,6 +51,19 @@ def _backward_entry(kernel: str) -> Callable[..., Any]:
     import kernels
 
     return kernels.flash_attention_backward
+
+
+@dataclass
+class BackwardSet:
+    """One input set of a backward group: q, k, v (B, H, N|M, d), dout, the mask flag, and each kernel's
+    call arguments (``args[kernel]``: the tuple its row runner takes, or the exception its forward raised)."""
+
+    q: Any
+    k: Any
+    v: Any
+    dout: Any
+    causal: bool
+    args: dict = field(default_factory=dict)
 
 
 class TorchAlgorithms:
@@ -122,6 +142,53 @@ class TorchAlgorithms:
         out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
         return q, k, v, out, lse, self._dout_like(out, dout), causal
 
+    def make_backward_group(self, shape, kernels, n_sets: int, seed: int) -> list[tuple]:
+        """``n_sets`` input sets ``(BackwardSet,)`` of one backward shape for `kernels` (module docstring)."""
+        import kernels as ours
+
+        torch = self.torch
+        g = torch.Generator(device="cuda")
+        g.manual_seed(seed)
+        dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[shape.get("dtype", "bf16")]
+        causal = bool(shape.get("causal", False))
+        sets = []
+        for _ in range(n_sets):
+            q, k, v, dout = self._qkv(g, shape, dt)
+            s = BackwardSet(q, k, v, dout, causal)
+            mine = None
+            for kernel in dict.fromkeys(kernels):
+                if kernel in BACKWARD_KERNELS:
+                    if mine is None:
+                        out, lse = ours.flash_attention(q, k, v, causal=causal, return_lse=True)
+                        mine = (q, k, v, out, lse, self._dout_like(out, dout), causal)
+                    s.args[kernel] = mine
+                    continue
+                try:
+                    leaves = tuple(x.detach().requires_grad_() for x in (q, k, v))
+                    with self._backend(BACKENDS[kernel]):
+                        out = self.F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                    s.args[kernel] = (*leaves, out, self._dout_like(out, dout), causal)
+                except Exception as exc:  # noqa: BLE001 - a backend refusing these inputs: its row says so
+                    s.args[kernel] = exc
+            sets.append((s,))
+        return sets
+
+    def group_runner(self, kernel: str, config: Any = None) -> Callable[..., Any]:
+        """The timed call of `kernel` on a ``BackwardSet`` (its arguments there, as ``runner`` takes them)."""
+        run = self.runner(kernel, config)
+
+        def call(s: BackwardSet):
+            args = s.args[kernel]
+            if isinstance(args, Exception):
+                raise args
+            return run(*args)
+
+        return call
+
+    def reference(self, s: BackwardSet) -> tuple:
+        """The float32 dQ, dK, dV of a backward group's first set (every row of the group is checked on it)."""
+        return self._backward_reference(s.q, s.k, s.v, s.dout, s.causal)
+
     def runner(self, kernel: str, config: Any = None) -> Callable[..., Any]:
         """The timed call on one input tuple (``config``: our backward kernels' tiles)."""
         torch, F = self.torch, self.F
@@ -148,14 +215,17 @@ class TorchAlgorithms:
             return float("nan"), False
         return float((o - ref).abs().max()) / max(float(ref.abs().max()), 1e-30), True
 
-    def check(self, kernel: str, fn: Callable[..., Any], inputs) -> tuple[float, bool]:
+    def check(self, kernel: str, fn: Callable[..., Any], inputs, ref=None) -> tuple[float, bool]:
         """Run ``fn`` once on the first input set and compare with float32 on the same inputs; matmul's
         output buffer is NaN-poisoned first, so an unwritten element fails.  The loss is checked as the
-        scalar the timed call returns and per token (``reduction='none'``), the worse of the two."""
+        scalar the timed call returns and per token (``reduction='none'``), the worse of the two.  `ref`:
+        a backward group's reference (``reference``), its set a ``BackwardSet``."""
         torch, F = self.torch, self.F
         algo = algo_of(kernel)
         if algo == "attention-backward":
             with self._debug(kernel):
+                if ref is not None:
+                    return self._compare_grads(fn(*inputs[0]), ref)
                 return self._check_backward(fn, inputs[0])
         a, b, c = inputs[0]
         if algo == "matmul":
@@ -199,9 +269,12 @@ class TorchAlgorithms:
         """The timed call once, dQ, dK and dV each against float32: the worst of the three.  Both
         input layouts start with q, k, v and end with dout, causal."""
         grads = fn(*inputs)
-        self.torch.cuda.synchronize()
         (q, k, v), dout, causal = inputs[:3], inputs[-2], inputs[-1]
-        refs = self._backward_reference(q, k, v, dout, causal)
+        return self._compare_grads(grads, self._backward_reference(q, k, v, dout, causal))
+
+    def _compare_grads(self, grads, refs) -> tuple[float, bool]:
+        """The worst of dQ, dK and dV against their float32 references (NaN where any is not finite)."""
+        self.torch.cuda.synchronize()
         errs = [self._rel(gr, ref) for gr, ref in zip(grads, refs)]
         if not all(ok for _e, ok in errs):
             return float("nan"), False

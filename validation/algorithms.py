@@ -7,7 +7,8 @@ algorithms timed as peers, each row checked against a float32 reference first.
 * ``torch_sdpa_flash_bwd``, ``torch_sdpa_cudnn_bwd``, ``torch_sdpa_efficient_bwd``: the backward of
   ``F.scaled_dot_product_attention`` forced to that backend (the forward run once, untimed, causal
   where the shape is), ``{"B", "H", "N", "M", "d", "causal"}``, checked against float32 within
-  ``BACKWARD_TOLERANCE``;
+  ``BACKWARD_TOLERANCE``; the rows of one shape, ours below too, are checked on one set of inputs and
+  timed together, interleaved (``validation.backward``);
 * ``flash_bwd_sm80`` (every shipped config of the head dim) and ``flash_bwd_sm80_deterministic`` (the
   model's pick): our backward kernel, ``kernels.flash_attention_backward``, on the same shapes, with
   the same check; its ``out`` and LSE come from our forward, untimed;
@@ -24,9 +25,9 @@ algorithms timed as peers, each row checked against a float32 reference first.
 
 The device side is the environment's ``algorithms()`` object (``validation.algo_torch.TorchAlgorithms``
 on a GPU, ``validation.fake_env.FakeAlgorithms`` in a dry run): ``make_inputs(kernel, shape, n_sets,
-seed)``, ``runner(kernel, config)`` and ``check(kernel, fn, inputs) -> (max_rel_err, finite)``.  Each row
-is timed alone with the sweep's timer (CUDA events, median, inputs rotating among the sets), in the
-sweep's rounds.  ``peers`` (``--algo-peers``) keeps the rows of the kernels named.  A peer's row stores
+seed)``, ``runner(kernel, config)`` and ``check(kernel, fn, inputs) -> (max_rel_err, finite)``.  A matmul,
+loss or MLP row is timed alone with the sweep's timer (CUDA events, median, inputs rotating among the
+sets), in the sweep's rounds; the backward, decode and varlen rows of a shape together.  ``peers`` (``--algo-peers``) keeps the rows of the kernels named.  A peer's row stores
 the model's best prediction where ``iomodel.algorithms`` has one; our rows the prediction of their
 config (``iomodel.api.predict``), as the attention rows do.  Rows of the backward say ``"pass": "bwd"``.
 """
@@ -218,23 +219,29 @@ def _check_and_time(run, impl, rec: ResultRow, config: Any, seed: int) -> None:
 
 
 def run_algorithms(run, rows: list[AlgoRow], first: int, seed: int) -> None:
-    """Every algorithm row, numbered from ``first``: predict, check, time, save; the decode rows and then
+    """Every algorithm row, numbered from ``first``: predict, check, time, save; the backward rows shape by
+    shape (``validation.backward.run_backward``: a shape's rows timed together), then the decode rows and
     the varlen rows (last in the plan, in that order) by ``validation.decode.run_decode`` and
     ``validation.varlen.run_varlen``.  Never raises for a row (its record says why it failed); the budget
     stops new rows as it stops the attention rows."""
+    from .backward import BACKWARD, run_backward
     from .decode import run_decode
     from .varlen import run_varlen
 
+    backward = [r for r in rows if algo_of(r.kernel) == BACKWARD]
     decode = [r for r in rows if algo_of(r.kernel) == DECODE]
     varlen = [r for r in rows if algo_of(r.kernel) == VARLEN]
-    rows = [r for r in rows if algo_of(r.kernel) not in (DECODE, VARLEN)]
+    rows = [r for r in rows if algo_of(r.kernel) not in (BACKWARD, DECODE, VARLEN)]
     _run_rows(run, rows, first, seed)
-    run_decode(run, decode, first + len(rows), seed)
-    run_varlen(run, varlen, first + len(rows) + len(decode), seed)
+    first += len(rows)
+    run_backward(run, backward, first, seed)
+    run_decode(run, decode, first + len(backward), seed)
+    run_varlen(run, varlen, first + len(backward) + len(decode), seed)
 
 
 def _run_rows(run, rows: list[AlgoRow], first: int, seed: int) -> None:
-    """The algorithm rows other than decode's and varlen's, one after the other, each timed alone."""
+    """The algorithm rows other than the backward's, decode's and varlen's (matmul, the loss, the MLP: one
+    peer a shape), one after the other, each timed alone."""
     impl = None
     for i, row in enumerate(rows, first):
         rec = new_record(row, default_pass(row.kernel))   # "bwd" for the backward, none for matmul etc.

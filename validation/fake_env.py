@@ -55,6 +55,7 @@ class FakeAlgorithms:
 
     def __init__(self, fail: Iterable[str] = (), wrong: Iterable[str] = ()):
         self.fail, self.wrong = set(fail), set(wrong)
+        self.groups: list[tuple] = []   # (shape, kernels, n_sets) of every backward group made
 
     def make_inputs(self, kernel: str, shape, n_sets: int, seed: int):
         return [({"kernel": kernel, "shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
@@ -79,9 +80,20 @@ class FakeAlgorithms:
 
         return run
 
-    def check(self, kernel: str, fn: Callable[..., Any], inputs) -> tuple[float, bool]:
+    def check(self, kernel: str, fn: Callable[..., Any], inputs, ref=None) -> tuple[float, bool]:
         err = fn(*inputs[0])["err"]
         return err, math.isfinite(err)
+
+    def make_backward_group(self, shape, kernels, n_sets: int, seed: int):
+        """A backward group's sets (``validation.backward``): one fake set of the shape for every kernel."""
+        self.groups.append((dict(shape), tuple(kernels), n_sets))
+        return [({"shape": dict(shape), "set": i, "seed": seed},) for i in range(n_sets)]
+
+    def group_runner(self, kernel: str, config: Any = None) -> Callable[..., Any]:
+        return self.runner(kernel, config)
+
+    def reference(self, first) -> dict:
+        return {"shape": first["shape"]}
 
 
 class FakeDecode:

@@ -6,7 +6,8 @@ validation/timing.py).  A failure fails a row, or a group's rows, never the run.
 
 What differs between the phases is a ``GroupPhase``: how a row is recorded and logged, how its group's
 inputs and its callable are made, and what is derived from the timed rows (decode's bandwidth, varlen's
-ratios to the dense rows).  The device side (``impl``: ``make_inputs``, ``reference``, ``runner``,
+ratios to the dense rows); optionally the check's bound (``tolerance``) and whether shares are queued
+ahead (``queue_ahead``).  The backward phase (validation/backward.py) groups the rows of one shape too.  The device side (``impl``: ``make_inputs``, ``reference``, ``runner``,
 ``check``) is the environment's, as ``GroupPhase.device`` gets it.
 """
 from __future__ import annotations
@@ -52,6 +53,12 @@ class GroupPhase(Protocol):
         """After a group's timing, with every record it timed (ok or not): what they derive."""
 
 
+def _tolerance(phase: GroupPhase, rec: ResultRow) -> float:
+    """The check's bound: the phase's own (``tolerance(rec)``, optional), else the dtype's."""
+    own = getattr(phase, "tolerance", None)
+    return own(rec) if own is not None else TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
+
+
 def _log(run, phase: GroupPhase, i: int, rec: ResultRow) -> None:
     run.log(phase.progress(i, run.n, rec, run.elapsed()))
 
@@ -75,7 +82,7 @@ def _check(run, phase: GroupPhase, impl, row, rec: ResultRow, inputs, ref) -> An
         recover(run.env)
     else:
         rec.max_rel_err = err if finite else None
-        tol = TOLERANCE.get(rec.shape.get("dtype", "bf16"), 1e-2)
+        tol = _tolerance(phase, rec)
         rec.error = ("output has NaN or Inf" if not finite else
                      f"wrong result: max_rel_err {err:.3g} >= {tol:g}" if not err < tol else None)
     if getattr(fn, "how", None):   # how a peer ran (GQA, mask, causal argument), also when it failed
@@ -87,12 +94,14 @@ def _check(run, phase: GroupPhase, impl, row, rec: ResultRow, inputs, ref) -> An
 
 
 def _time_group(run, phase: GroupPhase, to_time: list[tuple[int, ResultRow, Any]], inputs) -> None:
-    """Time the rows that passed together.  Queued ahead: a decode call takes microseconds, less than
-    Python may take to launch it, and a peer's Python overhead must stay out of the GPU time."""
+    """Time the rows that passed together.  Queued ahead unless the phase says otherwise (``queue_ahead``,
+    optional): a decode call takes microseconds, less than Python may take to launch it, and a peer's
+    Python overhead must stay out of the GPU time."""
     if to_time:
         try:
             outcomes = run.env.timer.time_interleaved([fn for _i, _r, fn in to_time], inputs, run.opts.rounds,
-                                                      on_error=lambda: recover(run.env), queue_ahead=True)
+                                                      on_error=lambda: recover(run.env),
+                                                      queue_ahead=getattr(phase, "queue_ahead", True))
         except Exception as exc:  # noqa: BLE001 - the timer itself failed: every row of the group says so
             recover(run.env)
             outcomes = [exc] * len(to_time)

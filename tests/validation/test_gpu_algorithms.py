@@ -119,3 +119,36 @@ def test_our_backward_passes_the_peers_check(kernel, causal):
     right = algos.runner(kernel, cfg)
     err, finite = algos.check(kernel, lambda *a: tuple(g * 1.1 for g in right(*a)), inputs)
     assert finite and err > 5e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_backward_group_checks_every_row_on_one_reference(causal):
+    """validation.backward's group: one set of q, k, v, dout for the peers and ours, each kernel's
+    arguments there (the peers' leaves share q's memory), one float32 reference; a row 10% off fails."""
+    kernels = pytest.importorskip("kernels")
+    from iomodel.families.flash_bwd_sm80 import SHIPPED
+    from validation.algo_torch import BackwardSet
+
+    algos = TorchAlgorithms(torch)
+    shape = {**BWD_SHAPE, "causal": causal}
+    names = (*BWD, "flash_bwd_sm80")
+    inputs = algos.make_backward_group(shape, names, 2, seed=12)
+    assert len(inputs) == 2 and all(isinstance(s, BackwardSet) for (s,) in inputs)
+    s = inputs[0][0]
+    assert float(s.q.float().abs().sum()) > 0 and s.causal is causal
+    assert not torch.equal(inputs[0][0].q, inputs[1][0].q)   # fresh values each set
+    for peer in BWD:
+        if isinstance(s.args[peer], Exception):
+            continue
+        q_leaf = s.args[peer][0]
+        assert q_leaf.requires_grad and q_leaf.data_ptr() == s.q.data_ptr()
+    ref = algos.reference(s)
+    cfg = next(c for c in SHIPPED if c.head_dim == 64)
+    for name in names:
+        if isinstance(s.args[name], Exception):
+            continue
+        run = algos.group_runner(name, cfg if name == "flash_bwd_sm80" else None)
+        err, finite = algos.check(name, run, inputs, ref)
+        assert finite and err < 2e-2, name
+        err, finite = algos.check(name, lambda x, run=run: tuple(g * 1.1 for g in run(x)), inputs, ref)
+        assert finite and err > 5e-2, name

@@ -5,7 +5,7 @@ with `trace`, IOM_BWD90_TRACE's cycles a tile and a phase.  RUN= names the set (
 each ran on the kernel of its moment, whose switches (IOM_BWD90_DQ_FIRST, IOM_BWD90_LSE_EARLY,
 IOM_BWD90_D_EARLY, IOM_BWD90_EARLY_NEXT, IOM_BWD90_DQ2) became main's code or were dropped; on main only
 RUN=final (RUN=poly with tried-poly-exp.patch applied, RUN=fused with tried-fused-convert.patch) builds what
-it names.
+it names (RUN=h2 with ../profile-bwd-sm90-h100-2026-11-25b/tried-ex2-h2.patch).
 Run from the repository root: RUN=final PYTHONPATH=. python3 validation/results/profile-bwd-sm90-h100-2026-11-25/order_probe.py trace"""
 import json, os, sys, time
 
@@ -44,6 +44,8 @@ elif RUN == "fused":
     VARIANTS = {"base": (), "conv_idle": ("IOM_BWD90_CONV_IDLE",), "no_count": ("IOM_BWD90_NO_COUNT",)}
 elif RUN == "final":
     VARIANTS = {"base": ()}
+elif RUN == "h2":   # two exponentials a MUFU op (../profile-bwd-sm90-h100-2026-11-25b/tried-ex2-h2.patch)
+    VARIANTS = {"base": (), "h2exp": ("IOM_BWD90_EX2_H2",)}
 elif RUN == "dq2":
     VARIANTS = {"base": (), "dq2": ("IOM_BWD90_DQ2",)}
     # the kernel's SMEM with two dQ staging slots (d = 128: one more block_m x d fp32 tile, four mbarriers);
@@ -134,7 +136,7 @@ def trace(shape):
             res[name]["stage_dq"], res[name]["before_wait_dk"], res[name]["wait_dk"] = med(11, 13), med(13, 14), med(14, 12)
         if RUN not in ("order", "loads", "poly", "early"):   # point 15: after the wait for the dQ slot
             res[name]["wait_dq_slot"], res[name]["store_dq"] = med(11, 15), med(15, 13)
-        if RUN == "final":   # main's kernel: no point 14
+        if RUN in ("final", "h2"):   # main's kernel: no point 14
             res[name]["wait_dk"] = med(13, 12)
             del res[name]["before_wait_dk"]
         print(shape, name, res[name], flush=True)
