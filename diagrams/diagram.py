@@ -255,9 +255,9 @@ class Diagram:
         """Place an array at a memory level (an input staged in SMEM, an intermediate kept there).
         `buffers` > 1: an intermediate kept in that many SMEM copies, so that one step writes the next
         while the units still read the last (a double-buffered tile); a size symbol (its name) when the copies
-        differ between tile configs (the family's derived symbols give its values).  `row_align`: an input's SMEM tile
+        differ between tile configs (the family's derived symbols give its values).  `row_align`: an array's SMEM tile
         holds its rows (along its last axis) padded to a multiple of this many elements (a swizzle atom's
-        row; the padding takes SMEM, moves no bytes from global memory)."""
+        row; the padding takes SMEM, moves no bytes from global memory); an intermediate kept in SMEM takes it too."""
         if array_name not in self.arrays():
             raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
         if level not in LEVELS:
@@ -279,8 +279,8 @@ class Diagram:
             buffered += ((array_name, buffers if symbolic else int(buffers)),)
         aligned = tuple(p for p in self.row_aligned if p[0] != array_name)
         if row_align is not None:
-            if level != "smem" or self.producer(array_name) is not None:
-                raise DiagramError(f"stage {array_name}: only an input staged in SMEM takes row_align")
+            if level != "smem":
+                raise DiagramError(f"stage {array_name}: only an array staged in SMEM takes row_align")
             aligned += ((array_name, size_expr(row_align)),)
         return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),),
                              buffered=buffered, row_aligned=aligned)

@@ -29,7 +29,7 @@ from diagrams.diagram import Diagram, Program, as_program
 from diagrams.masks import combined_masks
 
 from .costs import KernelCosts, ProgramCosts, Resident, Transfer  # noqa: F401 - Transfer, Resident re-exported
-from .registers import op_residents
+from .registers import held_tile, op_residents
 from .symbolic import mask_pairs
 
 CONTRACTIONS = (Contraction, NormalizedContraction)  # sum products over contracted axes, on the matrix unit
@@ -156,16 +156,6 @@ def _unit_visits(nest: LoopNest, axes: set[str]) -> sp.Expr:
     return nest.unit_block_steps(nest.streams_through(axes)) * nest.unit_steps(nest.unit_streams_through(axes))
 
 
-def _held_tile(d: Diagram, nest: LoopNest, x) -> sp.Expr:
-    """Elements an input's SMEM tile takes: its tile, rows padded to the alignment it is staged with."""
-    tile = nest.tile(x, "smem")
-    align = dict(d.row_aligned).get(x.name)
-    if align is None:
-        return tile
-    row = nest.extent(x.axis_names[-1], "smem")
-    return tile / row * sp.ceiling(row / align) * align
-
-
 def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
     """Inputs, global -> smem (staged) or -> reg (read at use): transfers, SMEM residents, re-read bytes and spans."""
     transfers, residents, reread, span = [], [], [], []
@@ -181,7 +171,7 @@ def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
             loops = nest.streams_through(carried)
             transfers.append(Transfer(x.name, "global->smem", nest.tile(x, "smem"), nest.block_steps(loops), x.itemsize))
             streamed = [stream_stage[a] for a in carried if a in stream_stage]
-            residents.append(Resident(x.name, "smem", _held_tile(d, nest, x), sp.Max(*(streamed or [1])), x.itemsize,
+            residents.append(Resident(x.name, "smem", held_tile(d, nest, x), sp.Max(*(streamed or [1])), x.itemsize,
                                       True, "stream" if streamed else "all"))
             # from SMEM, every op that takes the operand loads its own fragments (the backward's Q feeds
             # S = Q K^T and dK = dS^T Q); an input read from global memory is read once for all its ops
@@ -223,6 +213,17 @@ def _executed(nest: LoopNest, axes: set[str]) -> sp.Expr:
     return nest.block_steps(loops) * nest.tile_over(axes, "smem")
 
 
+def _padded_output(d: Diagram, nest: LoopNest, op: Op) -> sp.Expr:
+    """How much more than its points an operation computes when its output is an intermediate kept in SMEM
+    with padded rows (``stage(..., row_align=)``): it is produced padding and all (a tensor instruction's N
+    covers whole blocks: the padded columns' products are computed, on zeros); 1 otherwise."""
+    align = dict(d.row_aligned).get(op.output.name)
+    if align is None:
+        return sp.Integer(1)
+    row = nest.extent(op.output.axis_names[-1], "smem")
+    return sp.ceiling(row / align) * align / row
+
+
 def _work(d: Diagram, nest: LoopNest, blocks: sp.Expr) -> dict[str, sp.Expr]:
     """Operations per unit (tensor, fp32, exp): rule x executed points, plus the primitive's per-chunk/block work."""
     flops: dict[str, sp.Expr] = {}
@@ -232,7 +233,7 @@ def _work(d: Diagram, nest: LoopNest, blocks: sp.Expr) -> dict[str, sp.Expr]:
             flops[u] = flops.get(u, 0) + c * points
 
     for op in d.ordered_ops():
-        add_flops(op.work_per_point(), _executed(nest, _space(op)))
+        add_flops(op.work_per_point(), _executed(nest, _space(op)) * _padded_output(d, nest, op))
         for w in op.extra_work():
             if w.per == "point":
                 add_flops(costs_dict(w.costs), _executed(nest, set(w.axes)))

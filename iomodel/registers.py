@@ -83,6 +83,16 @@ def _live_ranges(d: Diagram, nest, steps: list[Step]) -> list[Live]:
     return out
 
 
+def held_tile(d: Diagram, nest, x) -> sp.Expr:
+    """Elements an array's SMEM tile takes: its tile, rows padded to the alignment it is staged with."""
+    tile = nest.tile(x, "smem")
+    align = dict(d.row_aligned).get(x.name)
+    if align is None:
+        return tile
+    row = nest.extent(x.axis_names[-1], "smem")
+    return tile / row * sp.ceiling(row / align) * align
+
+
 def op_residents(d: Diagram, nest) -> list[Resident]:
     """Residents of the operations: outputs staged in SMEM, and the registers of one unit at the peak of
     liveness. Values live over the whole body are listed one by one; the rest, when they are never all
@@ -92,7 +102,7 @@ def op_residents(d: Diagram, nest) -> list[Resident]:
     copies = dict(d.buffered)
     # an intermediate made after the last step of the block-level streams lives only once they have ended
     last_streamed = max([i for i, s in enumerate(steps) if s.depth > 0], default=len(steps))
-    residents = [Resident(s.op.output.name, "smem", nest.tile(s.op.output, "smem"), copies.get(s.op.output.name, 1),
+    residents = [Resident(s.op.output.name, "smem", held_tile(d, nest, s.op.output), copies.get(s.op.output.name, 1),
                           s.op.output.itemsize, phase="after" if i > last_streamed else "all")
                  for i, s in enumerate(steps) if staged.get(s.op.output.name) == "smem"]
     live = _live_ranges(d, nest, steps)

@@ -114,10 +114,15 @@ def backward_family(q, k, v, causal, config, deterministic: bool) -> tuple[str, 
     if config is not None:
         return backward_config_family(config), config
     suffix = "_deterministic" if deterministic else ""
-    shape = check_qkv(q, k, v, head_dims=families.get(BACKWARD_FAMILIES[0]).head_dims)
+    dims = lambda names: sorted({d for n in names for d in families.get(n).head_dims})  # noqa: E731
+    shape = check_qkv(q, k, v, head_dims=dims(BACKWARD_FAMILIES))
     index = driver.device_index(q.device)
-    names = [n + suffix for n in BACKWARD_FAMILIES if runs_here(n, driver.capability(index))
-             and shape["d"] in families.get(n).head_dims]
+    cap = driver.capability(index)
+    here = [n for n in BACKWARD_FAMILIES if runs_here(n, cap)]
+    if shape["d"] not in dims(here):   # flash_bwd_sm90's 32 and 96 need its sm_90a kernel
+        raise ValueError(f"head dim {shape['d']} has no backward on this GPU (sm_{cap[0]}{cap[1]}: "
+                         f"{', '.join(map(str, dims(here)))}; 32 and 96 need an sm_90 GPU)")
+    names = [n + suffix for n in here if shape["d"] in families.get(n).head_dims]
     pick = choose(names, {**shape, "causal": bool(causal)}, index)
     return pick.kernel.removesuffix(suffix), pick.config
 

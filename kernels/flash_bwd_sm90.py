@@ -84,11 +84,12 @@ def _b(flag: bool) -> str:
 
 
 def kernel_names(cfg, dtype: str, causal: bool, deterministic: bool) -> tuple[str, str, str]:
-    """(dot, main, convert): the rows kernels' template-ids and the main kernel's extern "C" name."""
-    d = cfg.head_dim
+    """(dot, main, convert): the rows kernels' template-ids and the main kernel's extern "C" name.  The dQ
+    accumulator's rows are the padded head dim (``FlashBwdSm90Config.dq_cols``)."""
+    d, acc = cfg.head_dim, cfg.dq_cols
     main = f"flash_bwd_sm90_{cfg.name}_{dtype}_{'causal' if causal else 'full'}{'_det' if deterministic else ''}"
-    layout = f"sm90::DqSlices<{cfg.block_m}, {cfg.consumers}, {d}>"
-    return bwd_rows.dot_name(dtype, d), main, bwd_rows.convert_name(dtype, d, cfg.block_m, layout)
+    layout = f"sm90::DqSlices<{cfg.block_m}, {cfg.consumers}, {acc}>"
+    return bwd_rows.dot_name(dtype, d, acc), main, bwd_rows.convert_name(dtype, acc, cfg.block_m, layout, d)
 
 
 def _instance(cfg, dtype: str, causal: bool, deterministic: bool) -> str:
@@ -209,7 +210,7 @@ class BackwardLaunch:
         # out and dout copied where their rows are not 16-byte aligned (the signature fixed their strides,
         # not their addresses); a copied dO gets a descriptor of its own
         out, dout, lse = with_aligned_rows(out), with_aligned_rows(dout), lse.contiguous()
-        ws = bwd_rows.workspace(q, s, cfg.block_m, accumulator=True)
+        ws = bwd_rows.workspace(q, s, cfg.block_m, accumulator=True, acc_d=cfg.dq_cols)
         sem = (torch.zeros((B, H, ws.n_qp // cfg.block_m), dtype=torch.int32, device=q.device) if self.deterministic
                else trace)
         dot, main, convert = self.kernels

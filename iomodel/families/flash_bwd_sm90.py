@@ -25,7 +25,8 @@ from .base import Family, TileConfig
 from .flash_bwd_sm80 import BACKWARD_PLAN
 
 WGMMA_M = 64                  # keys of one consumer warpgroup (a wgmma row block)
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (32, 64, 96, 128)
+SMEM_ROW = 64                 # SMEM tiles hold rows of whole 64-column blocks (TMA SWIZZLE_128B boxes)
 CONSUMERS = (2,)
 STAGES = (1, 2)
 ALIGN_SLACK_BYTES = 1024      # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
@@ -41,7 +42,7 @@ class FlashBwdSm90Config(TileConfig):
     block_m    query rows per streamed tile (Q, dO, LSE, D), a multiple of 64
     block_n    keys per CTA = 64 * consumers
     stages     depth of the (Q, dO) SMEM ring
-    head_dim   d (64 or 128)
+    head_dim   d (32, 64, 96 or 128; SMEM rows and the dQ accumulator padded to 64-column blocks)
     consumers  consumer warpgroups; the CTA has 128 * (consumers + 1) threads
     """
 
@@ -56,10 +57,16 @@ class FlashBwdSm90Config(TileConfig):
         return 128 * (self.consumers + 1)
 
     @property
+    def dq_cols(self) -> int:
+        """Columns of the dQ accumulator's rows: the head dim padded to whole 64-column blocks, as the SMEM
+        tiles (the kernel's kHeadDimS: 64 at d = 32, 128 at d = 96; the padding's columns add zeros)."""
+        return -(-self.head_dim // SMEM_ROW) * SMEM_ROW
+
+    @property
     def dq_slice(self) -> int:
-        """Head dims of the dQ slice one warpgroup computes: the warpgroups split the (block_m x d) tile
-        into 64-row blocks, then the head dims."""
-        return self.head_dim * (self.block_m // WGMMA_M) // self.consumers
+        """Columns of the dQ slice one warpgroup computes: the warpgroups split the (block_m x dq_cols) tile
+        into 64-row blocks, then the columns."""
+        return self.dq_cols * (self.block_m // WGMMA_M) // self.consumers
 
     @property
     def dq_slots(self) -> int:
@@ -78,8 +85,9 @@ class FlashBwdSm90Config(TileConfig):
         """Exact dynamic shared memory the kernel requests: 1024 (alignment slack), K and V, `stages`
         slots of (Q, dO) tiles, two dS^T buffers, `dq_slots` fp32 dQ tiles, `stages` slots of (LSE, D) rows
         and 8 B per mbarrier (K/V full; Q full, Q empty, dO full, dO empty per stage; dQ full, dQ empty per
-        consumer warpgroup and dQ slot, room for two slots in every config)."""
-        d, m, n, e = self.head_dim, self.block_m, self.block_n, elem_bytes
+        consumer warpgroup and dQ slot, room for two slots in every config); rows of d padded to whole
+        64-column blocks (`dq_cols`)."""
+        d, m, n, e = self.dq_cols, self.block_m, self.block_n, elem_bytes
         tiles = 2 * n * d * e + self.stages * 2 * m * d * e + 2 * n * m * e + self.dq_slots * m * d * 4
         bars = 1 + 4 * self.stages + 2 * self.consumers * MAX_DQ_SLOTS
         return ALIGN_SLACK_BYTES + tiles + self.stages * 2 * m * 4 + MBARRIER_BYTES * bars
@@ -100,7 +108,7 @@ class FlashBwdSm90Config(TileConfig):
         if p:
             return p
         if self.consumers % (self.block_m // WGMMA_M) or self.dq_slice % 64:
-            p.append(f"the dQ tile ({self.block_m}x{self.head_dim}) does not split over {self.consumers} "
+            p.append(f"the dQ tile ({self.block_m}x{self.dq_cols}) does not split over {self.consumers} "
                      "warpgroups in 64-row blocks of whole 64-column slices")
         if self.acc_regs() > ACC_REGS_MAX:
             p.append(f"S^T, dP^T, dK and dV take {self.acc_regs()} accumulator registers a thread "
@@ -117,7 +125,9 @@ class FlashBwdSm90Config(TileConfig):
 #: loads each query tile only after the last one is done: 18-29% slower on the H100 in the eight shapes
 #: profiled (docs/kernels_bwd_sm90.md), so it is not shipped.
 SHIPPED: tuple[FlashBwdSm90Config, ...] = (
+    FlashBwdSm90Config(128, 128, 2, 32, 2),
     FlashBwdSm90Config(128, 128, 2, 64, 2),
+    FlashBwdSm90Config(64, 128, 2, 96, 2),
     FlashBwdSm90Config(64, 128, 2, 128, 2),
 )
 
@@ -166,7 +176,8 @@ def _tail_bytes(shape) -> float:
 def _workspace_bytes(shape) -> float:
     """fp32 rows the launch allocates: D and the base-2 LSE, and the dQ accumulator (both modes: the
     bulk reduce-adds land there); the tail split's partial sums."""
-    return float(4 * _padded_rows(shape) * (shape["d"] + 2)) + _tail_bytes(shape)
+    acc_cols = -(-shape["d"] // SMEM_ROW) * SMEM_ROW   # the accumulator's padded rows (dq_cols)
+    return float(4 * _padded_rows(shape) * (acc_cols + 2)) + _tail_bytes(shape)
 
 
 def _deterministic_workspace_bytes(shape) -> float:
@@ -189,7 +200,9 @@ def _diagram(causal: bool, gqa: bool):
     prog = library.attention_backward(block_n="Br", block_m="Bc", warps="cw", stages="st", unit_threads=128,
                                       causal=causal, **kw)
     dot, main, convert = prog.kernels   # the rows kernels have no register-level units: sm80's
-    main = main.stage("dS", "smem", buffers=2).stage("dQacc", "smem", buffers="dqs")
+    main = main.stage("dS", "smem", buffers=2).stage("dQacc", "smem", buffers="dqs", row_align=SMEM_ROW)
+    for x in ("Q", "dO", "K", "V"):      # rows of whole 64-column blocks (d = 32 and 96 padded)
+        main = main.stage(x, "smem", row_align=SMEM_ROW)
     return dataclasses.replace(prog, kernels=(dot, main, convert))
 
 

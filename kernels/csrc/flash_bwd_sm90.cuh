@@ -30,7 +30,8 @@
 //
 // Shared memory (dynamic; FlashBwdSm90Config.smem_bytes in iomodel/families/flash_bwd_sm90.py):
 //     1024 (alignment slack) + K + V (kBlockN x d each) + kStages x (Q + dO) (kBlockM x d each)
-//     + 2 x dS^T (kBlockN x kBlockM, double-buffered) + kDqSlots x dQ (kBlockM x d fp32)
+//     + 2 x dS^T (kBlockN x kBlockM, double-buffered) + kDqSlots x dQ (kBlockM x d fp32), d padded to whole
+//     64-column blocks (kHeadDimS: 64 at d = 32, 128 at d = 96)
 //     + kStages x (L2 + D) (kBlockM floats each) + 8 x (1 + 4 kStages + 4 kConsumers) mbarriers.
 // 16-bit tiles are stored as 64-column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes), so each
 // column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B); dS^T is stored the same way by
@@ -55,20 +56,27 @@ struct BwdTraits {
     static constexpr bool kDeterministic = kDeterministic_;
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
-    static constexpr int kDBlocks = kHeadDim / 64;
-    // dQ = dS K (kBlockM x d): the warpgroups split it into 64-row blocks, then into slices of head dims
+    // SMEM tiles hold their rows in whole 64-column blocks (TMA SWIZZLE_128B boxes): d = 32 and 96 in rows
+    // of 64 and 128, the padding zero-filled by TMA (its columns past d), never read by S^T and dP^T (they
+    // contract over d) nor written out by dK and dV (m64n32 / m64n96 products)
+    static constexpr int kHeadDimS = (kHeadDim + 63) / 64 * 64;
+    static constexpr int kDBlocks = kHeadDimS / 64;
+    // dQ = dS K (kBlockM x d): the warpgroups split it into 64-row blocks, then into slices of head dims,
+    // over the padded row (a slice starts on a 64-column block: at d = 96 the second warpgroup's slice is
+    // columns 64 to 127, its last 32 zeros of K's padding; at d = 32 one slice of 64, half zeros); the fp32
+    // accumulator's rows are kHeadDimS floats, and the conversion stores the first d
     static constexpr int kMBlocks = kBlockM / 64;
     static constexpr int kNSplit = kConsumers / kMBlocks;
-    static constexpr int kSlice = kHeadDim / kNSplit;
+    static constexpr int kSlice = kHeadDimS / kNSplit;
     // dS^T from the fp32 P^T where its registers fit (64-query tiles: 1-2% faster on the H100, and exact);
     // with 128-query tiles the fp32 P^T alive beside dP^T makes ptxas serialize the wgmmas, and the
     // deterministic mode's consumers (232 registers) spill: P^T is read back from its 16-bit copy there.
     static constexpr bool kDsFromFp32 = kBlockM <= 64 && !kDeterministic_;
 
-    static constexpr u32 kBytesKV = kBlockN * kHeadDim * 2;
-    static constexpr u32 kBytesQ = kBlockM * kHeadDim * 2;     // one Q (= one dO) tile
+    static constexpr u32 kBytesKV = kBlockN * kHeadDimS * 2;
+    static constexpr u32 kBytesQ = kBlockM * kHeadDimS * 2;     // one Q (= one dO) tile
     static constexpr u32 kBytesDS = kBlockN * kBlockM * 2;
-    static constexpr u32 kBytesDQ = kBlockM * kHeadDim * 4;
+    static constexpr u32 kBytesDQ = kBlockM * kHeadDimS * 4;
     // dQ staging slots (each holds every consumer's slice of one query tile): with two, a consumer stages a
     // tile's slice while the writer's bulk adds still read the last one's (they wait on the L2: 200 cycles a
     // tile at d = 128 with one slot, validation/results/profile-bwd-sm90-h100-2026-11-25/dq2-trace.json).
@@ -98,7 +106,7 @@ struct BwdTraits {
     static_assert(kBlockN == 64 * kConsumers, "each consumer warpgroup owns 64 keys");
     static_assert(kBlockM % 64 == 0 && kBlockM <= 256, "block_m: whole wgmma row blocks, a TMA box");
     static_assert(kConsumers % kMBlocks == 0 && kSlice % 64 == 0, "dQ slices of whole 64-column blocks");
-    static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim");
+    static_assert(kHeadDim == 32 || kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128, "head_dim");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kLaunchRegs * kThreads, "registers");
 };
 
@@ -413,7 +421,7 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
     // per-head pointers and 32-bit offsets inside a head: the producer warpgroup's registers are few
     for (int hi = sp.hi0; hi <= sp.hi1; ++hi) {
         const size_t bh = size_t(bh0) + hi;
-        float* head_dst = dq_acc + bh * n_qp * T::kHeadDim;
+        float* head_dst = dq_acc + bh * n_qp * T::kHeadDimS;
         int* head_sem = sem + bh * num_m;
         for (int m = hi == sp.hi0 ? sp.m0 : m_first, m_end = hi == sp.hi1 ? sp.m1 : num_m; m < m_end; ++m) {
             const int slot = t % T::kDqSlots;
@@ -425,7 +433,7 @@ __device__ __forceinline__ void write_dq(float* dq_acc, int* sem, u32 smem0, int
                 }
             }
             for (int wg = 0; wg < T::kConsumers; ++wg)
-                bulk_reduce_add(head_dst + m * (T::kBlockM * T::kHeadDim) + wg * (64 * T::kSlice),
+                bulk_reduce_add(head_dst + m * (T::kBlockM * T::kHeadDimS) + wg * (64 * T::kSlice),
                                 smem0 + T::kOffDQ + slot * T::kBytesDQ + wg * kBytes, kBytes);
             bulk_commit();
             if constexpr (T::kDeterministic) {

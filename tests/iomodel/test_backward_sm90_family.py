@@ -31,7 +31,9 @@ def test_both_families_are_registered_for_the_backward_on_wgmma():
 @pytest.mark.parametrize("cfg, needle", [
     (FlashBwdSm90Config(64, 192, 2, 128, 3), "consumers must be one of (2,)"),
     (FlashBwdSm90Config(64, 64, 2, 128, 2), "block_n must be 64 * consumers = 128"),
-    (FlashBwdSm90Config(64, 128, 2, 96, 2), "head_dim must be one of (64, 128)"),
+    (FlashBwdSm90Config(64, 128, 2, 80, 2), "head_dim must be one of (32, 64, 96, 128)"),
+    (FlashBwdSm90Config(128, 128, 2, 96, 2), "take 224 accumulator registers a thread"),
+    (FlashBwdSm90Config(64, 128, 2, 32, 2), "the dQ tile (64x64) does not split over 2 warpgroups"),
     (FlashBwdSm90Config(64, 128, 3, 128, 2), "stages must be one of (1, 2)"),
     (FlashBwdSm90Config(96, 128, 2, 128, 2), "block_m must be 64, 128, 192 or 256"),
     (FlashBwdSm90Config(320, 128, 2, 64, 2), "block_m must be 64, 128, 192 or 256"),
@@ -48,15 +50,16 @@ def test_shipped_configs_build_and_fit_the_smem_of_a_block():
     assert limit == 227 * 1024
     for cfg in SHIPPED:
         assert cfg.problems() == [] and cfg.smem_bytes() <= limit
-    assert {c.head_dim for c in SHIPPED} == {64, 128}
+    assert {c.head_dim for c in SHIPPED} == {32, 64, 96, 128}
 
 
 @pytest.mark.parametrize("name", [ATOMIC, DETERMINISTIC])
 def test_the_models_smem_is_the_kernels_to_the_byte(name):
     """The diagram's tiles (K, V, the Q/dO/LSE/D ring, dS^T twice, the dQ slices) and the plan's slack (the
     kernel's 17 mbarriers and 1024 bytes of alignment) are the config's exact smem_bytes(): with one dQ
-    staging slot (d = 64, 128-query tiles) and with two (d = 128)."""
-    assert sorted(c.dq_slots for c in SHIPPED) == [1, 2]
+    staging slot (d = 32 and 64, 128-query tiles) and with two (d = 96 and 128), rows of d = 32 and 96 padded
+    to 64-column blocks (the Q, dO, K and V tiles and the dQ slots: row_align)."""
+    assert sorted(c.dq_slots for c in SHIPPED) == [1, 1, 2, 2]
     for cfg in SHIPPED:
         p = api.predict(name, "h100-sxm", {**SHAPE, "d": cfg.head_dim}, cfg)
         assert p.kernels[1]["smem_bytes"] == cfg.smem_bytes() and p.kernels[1]["occupancy"] == 1
@@ -210,3 +213,25 @@ def test_cli_predict_tiles_and_pseudocode(cli):
 def test_cli_refuses_the_kernel_on_a_gpu_without_wgmma(cli):
     code, _out, err = cli("predict", "--kernel", ATOMIC, "--gpu", "a100-sxm-80gb")
     assert code != 0 and "cannot run on a100-sxm-80gb" in err
+
+
+def test_padded_rows_cost_smem_and_no_bytes():
+    """d = 96 takes the SMEM of d = 128 (rows padded to 64-column blocks, the dQ accumulator's too) and moves
+    the bytes of d = 96 from global memory: its HBM bytes are 3/4 of d = 128's."""
+    cfg96 = next(c for c in SHIPPED if c.head_dim == 96)
+    cfg128 = next(c for c in SHIPPED if c.head_dim == 128)
+    assert cfg96.smem_bytes() == cfg128.smem_bytes() and cfg96.dq_cols == 128 and cfg96.dq_slice == 64
+    p96, p128 = (api.predict(ATOMIC, "h100-sxm", {**SHAPE, "d": c.head_dim}, c) for c in (cfg96, cfg128))
+    assert p96.kernels[1]["smem_bytes"] == p128.kernels[1]["smem_bytes"]
+    assert 0.7 * p128.hbm_bytes < p96.hbm_bytes < 0.8 * p128.hbm_bytes
+
+
+@pytest.mark.parametrize("d, ratio", [(32, (4 * 32 + 64) / (5 * 32)), (64, 1.0), (96, (4 * 96 + 128) / (5 * 96)),
+                                      (128, 1.0)])
+def test_the_padded_dq_product_is_counted(d, ratio):
+    """The dQ slots are staged with padded rows (row_align=64), so the product that makes them computes the
+    padding (derive._padded_output): of the five products a tile, dQ's covers 64 columns at d = 32 and 128 at
+    d = 96; the other four contract over d or produce d columns."""
+    cfg = next(c for c in SHIPPED if c.head_dim == d)
+    p = api.predict(ATOMIC, "h100-sxm", {**SHAPE, "d": d}, cfg)
+    assert p.executed_flops["tensor"] / p.flops == pytest.approx(ratio)

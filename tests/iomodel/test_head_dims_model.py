@@ -29,8 +29,8 @@ def test_row_align_pads_the_smem_tile_and_moves_no_more_bytes():
         at = {syms["d"]: d, syms["Br"]: 128, syms["Bc"]: 64}
         assert padded.smem_bytes.subs(at) == plain.smem_bytes.subs({**at, syms["d"]: row})
         assert sp.simplify(padded.global_bytes - plain.global_bytes) == 0
-    with pytest.raises(DiagramError, match="only an input staged in SMEM takes row_align"):
-        library.flash_attention().stage("O", "smem", row_align=64)
+    with pytest.raises(DiagramError, match="only an array staged in SMEM takes row_align"):
+        library.flash_attention().stage("Q", "reg", row_align=64)
 
 
 @pytest.mark.parametrize("name", ["flash_sm80", "flash_sm90"])

@@ -153,7 +153,7 @@ def test_hopper_launch_sections_leave_the_gradients_as_they_were(deterministic):
 
 
 @pytest.mark.parametrize("deterministic", (False, True))
-@pytest.mark.parametrize("d", (64, 128))
+@pytest.mark.parametrize("d", (32, 64, 96, 128))
 def test_hopper_tail_pieces_leave_the_gradients_as_they_were(d, deterministic):
     """The tail split (span_of, combine_pieces) forced onto every unit of a grid smaller than a wave, in
     2, 3 and 8 pieces (GQA: a piece's span crosses query heads; odd N_q != N_k: the query and key tails):
@@ -178,6 +178,26 @@ def test_hopper_tail_pieces_leave_the_gradients_as_they_were(d, deterministic):
                 assert torch.allclose(a.float(), b.float(), rtol=1e-2, atol=1e-2 * b.float().abs().max().item())
         if deterministic:
             assert all(torch.equal(a, b) for a, b in zip(first, again)), pieces
+
+
+@pytest.mark.parametrize("d", (32, 96))
+def test_hopper_head_dims_32_and_96_through_autograd(d):
+    """d = 32 and 96 (rows padded to 64-column blocks, the dQ accumulator too): kernels.flash_attention's
+    autograd on an sm_90 GPU runs flash_bwd_sm90 within the rule, causal and not, GQA, odd lengths; off
+    sm_90 the backward names the GPU in one line."""
+    from kernels import dispatch
+
+    q, k, v, dout = make(2, 4, 2, 333, 517, d, torch.bfloat16)
+    if not _hopper():
+        with pytest.raises(ValueError, match=f"head dim {d} has no backward on this GPU"):
+            dispatch.backward_family(q, k, v, False, None, False)
+        return
+    for causal in (False, True):
+        assert dispatch.backward_family(q, k, v, causal, None, False)[0] == "flash_bwd_sm90"
+        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+        out = kernels.flash_attention(*leaves, causal=causal)
+        grads = torch.autograd.grad(out, leaves, dout)
+        check_rule(grads, q, k, v, dout, causal)
 
 
 def test_hopper_picks_its_own_backward():
