@@ -257,7 +257,9 @@ class Diagram:
         while the units still read the last (a double-buffered tile); a size symbol (its name) when the copies
         differ between tile configs (the family's derived symbols give its values).  `row_align`: an array's SMEM tile
         holds its rows (along its last axis) padded to a multiple of this many elements (a swizzle atom's
-        row; the padding takes SMEM, moves no bytes from global memory); an intermediate kept in SMEM takes it too."""
+        row; the padding takes SMEM, moves no bytes from global memory).  An intermediate kept in SMEM takes it
+        too, and is then made padding and all: the operation producing it computes the padded columns
+        (iomodel.derive's `_padded_output`)."""
         if array_name not in self.arrays():
             raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
         if level not in LEVELS:

@@ -145,12 +145,10 @@ FWD, BWD_OP = _register()
 
 @functools.cache
 def _backward_head_dims() -> tuple[int, ...]:
-    """The head dims some backward family takes."""
-    from iomodel import families
+    """The head dims some backward family takes (on any GPU: the backward names the GPU's own)."""
+    from .dispatch import backward_head_dims
 
-    from .dispatch import BACKWARD_FAMILIES
-
-    return tuple(sorted({d for n in BACKWARD_FAMILIES for d in families.get(n).head_dims}))
+    return backward_head_dims()
 
 
 def flash_attention(q, k, v, causal: bool, scale, config, backend: str, bwd_config, deterministic: bool):

@@ -22,7 +22,7 @@ from . import driver, plans
 from .checks import check_config, check_qkv, check_scale, check_smem
 from .score_mods import mods_key
 
-__all__ = ["forward_launch", "backward_launch", "FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
+__all__ = ["forward_launch", "backward_launch", "backward_head_dims", "FLASH_BACKENDS", "BACKWARD_FAMILIES", "RUNNABLE", "Call", "runner", "flash_family", "config_family",
            "backward_config_family", "backward_family", "choose", "config_for", "forward_family", "prepare"]
 
 FLASH_BACKENDS = {"sm80": "flash_sm80", "sm90": "flash_sm90"}
@@ -107,6 +107,11 @@ def backward_config_family(config) -> str:
     return "flash_bwd_sm80"
 
 
+def backward_head_dims(names=BACKWARD_FAMILIES) -> tuple[int, ...]:
+    """The head dims some of the backward families `names` take (all of them by default)."""
+    return tuple(sorted({d for n in names for d in families.get(n).head_dims}))
+
+
 def backward_family(q, k, v, causal, config, deterministic: bool) -> tuple[str, object]:
     """(family, config) of a backward call: the config's own family, or with config=None the model's pick
     over the backward families this GPU runs (flash_bwd_sm90 on an sm_90 GPU too), in the call's mode.
@@ -114,14 +119,13 @@ def backward_family(q, k, v, causal, config, deterministic: bool) -> tuple[str, 
     if config is not None:
         return backward_config_family(config), config
     suffix = "_deterministic" if deterministic else ""
-    dims = lambda names: sorted({d for n in names for d in families.get(n).head_dims})  # noqa: E731
-    shape = check_qkv(q, k, v, head_dims=dims(BACKWARD_FAMILIES))
+    shape = check_qkv(q, k, v, head_dims=backward_head_dims())
     index = driver.device_index(q.device)
     cap = driver.capability(index)
     here = [n for n in BACKWARD_FAMILIES if runs_here(n, cap)]
-    if shape["d"] not in dims(here):   # flash_bwd_sm90's 32 and 96 need its sm_90a kernel
+    if shape["d"] not in backward_head_dims(here):   # flash_bwd_sm90's 32 and 96 need its sm_90a kernel
         raise ValueError(f"head dim {shape['d']} has no backward on this GPU (sm_{cap[0]}{cap[1]}: "
-                         f"{', '.join(map(str, dims(here)))}; 32 and 96 need an sm_90 GPU)")
+                         f"{', '.join(map(str, backward_head_dims(here)))}; 32 and 96 need an sm_90 GPU)")
     names = [n + suffix for n in here if shape["d"] in families.get(n).head_dims]
     pick = choose(names, {**shape, "causal": bool(causal)}, index)
     return pick.kernel.removesuffix(suffix), pick.config

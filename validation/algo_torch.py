@@ -122,30 +122,31 @@ class TorchAlgorithms:
         like.copy_(dout)
         return like
 
-    def _backward_set(self, kernel: str, g, shape, dt) -> tuple:
-        """(q, k, v, out, dout, causal) of one peer's backward row; the forward runs here, with the peer's
-        backend (a backend this device or these inputs lack raises here: the row records it)."""
-        causal = bool(shape.get("causal", False))
-        q, k, v, dout = self._qkv(g, shape, dt)
-        q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    def _peer_args(self, kernel: str, q, k, v, dout, causal: bool) -> tuple:
+        """(q', k', v', out, dout, causal) of a peer's backward: leaves sharing q, k and v's memory, the
+        forward run with the peer's backend (a backend this device or these inputs lack raises here)."""
+        leaves = tuple(x.detach().requires_grad_() for x in (q, k, v))
         with self._backend(BACKENDS[kernel]):
-            out = self.F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return q, k, v, out, self._dout_like(out, dout), causal
+            out = self.F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        return (*leaves, out, self._dout_like(out, dout), causal)
 
-    def _ours_set(self, g, shape, dt) -> tuple:
-        """(q, k, v, out, lse, dout, causal) of one row of our backward kernel: ``out`` and the LSE from
-        our forward, untimed."""
+    def _ours_args(self, q, k, v, dout, causal: bool) -> tuple:
+        """(q, k, v, out, lse, dout, causal) of our backward kernels: ``out`` and the LSE from our forward."""
         import kernels
 
-        causal = bool(shape.get("causal", False))
-        q, k, v, dout = self._qkv(g, shape, dt)
         out, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
         return q, k, v, out, lse, self._dout_like(out, dout), causal
 
+    def _backward_set(self, kernel: str, g, shape, dt) -> tuple:
+        """One peer's backward row's input set (``_peer_args``), on fresh q, k, v and dout."""
+        return self._peer_args(kernel, *self._qkv(g, shape, dt), bool(shape.get("causal", False)))
+
+    def _ours_set(self, g, shape, dt) -> tuple:
+        """One row of our backward kernel's input set (``_ours_args``), on fresh q, k, v and dout."""
+        return self._ours_args(*self._qkv(g, shape, dt), bool(shape.get("causal", False)))
+
     def make_backward_group(self, shape, kernels, n_sets: int, seed: int) -> list[tuple]:
         """``n_sets`` input sets ``(BackwardSet,)`` of one backward shape for `kernels` (module docstring)."""
-        import kernels as ours
-
         torch = self.torch
         g = torch.Generator(device="cuda")
         g.manual_seed(seed)
@@ -153,21 +154,15 @@ class TorchAlgorithms:
         causal = bool(shape.get("causal", False))
         sets = []
         for _ in range(n_sets):
-            q, k, v, dout = self._qkv(g, shape, dt)
-            s = BackwardSet(q, k, v, dout, causal)
+            s = BackwardSet(*self._qkv(g, shape, dt), causal)
             mine = None
             for kernel in dict.fromkeys(kernels):
-                if kernel in BACKWARD_KERNELS:
-                    if mine is None:
-                        out, lse = ours.flash_attention(q, k, v, causal=causal, return_lse=True)
-                        mine = (q, k, v, out, lse, self._dout_like(out, dout), causal)
+                if kernel in BACKWARD_KERNELS:   # our rows share one forward
+                    mine = mine or self._ours_args(s.q, s.k, s.v, s.dout, causal)
                     s.args[kernel] = mine
                     continue
                 try:
-                    leaves = tuple(x.detach().requires_grad_() for x in (q, k, v))
-                    with self._backend(BACKENDS[kernel]):
-                        out = self.F.scaled_dot_product_attention(*leaves, is_causal=causal)
-                    s.args[kernel] = (*leaves, out, self._dout_like(out, dout), causal)
+                    s.args[kernel] = self._peer_args(kernel, s.q, s.k, s.v, s.dout, causal)
                 except Exception as exc:  # noqa: BLE001 - a backend refusing these inputs: its row says so
                     s.args[kernel] = exc
             sets.append((s,))

@@ -27,6 +27,11 @@ from .flash_bwd_sm80 import BACKWARD_PLAN
 WGMMA_M = 64                  # keys of one consumer warpgroup (a wgmma row block)
 HEAD_DIMS = (32, 64, 96, 128)
 SMEM_ROW = 64                 # SMEM tiles hold rows of whole 64-column blocks (TMA SWIZZLE_128B boxes)
+
+
+def padded_cols(d: int) -> int:
+    """A row of d values padded to whole 64-column blocks (the kernel's kHeadDimS: 64 at d = 32, 128 at 96)."""
+    return -(-d // SMEM_ROW) * SMEM_ROW
 CONSUMERS = (2,)
 STAGES = (1, 2)
 ALIGN_SLACK_BYTES = 1024      # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
@@ -59,8 +64,8 @@ class FlashBwdSm90Config(TileConfig):
     @property
     def dq_cols(self) -> int:
         """Columns of the dQ accumulator's rows: the head dim padded to whole 64-column blocks, as the SMEM
-        tiles (the kernel's kHeadDimS: 64 at d = 32, 128 at d = 96; the padding's columns add zeros)."""
-        return -(-self.head_dim // SMEM_ROW) * SMEM_ROW
+        tiles (``padded_cols``; the padding's columns add zeros)."""
+        return padded_cols(self.head_dim)
 
     @property
     def dq_slice(self) -> int:
@@ -176,8 +181,7 @@ def _tail_bytes(shape) -> float:
 def _workspace_bytes(shape) -> float:
     """fp32 rows the launch allocates: D and the base-2 LSE, and the dQ accumulator (both modes: the
     bulk reduce-adds land there); the tail split's partial sums."""
-    acc_cols = -(-shape["d"] // SMEM_ROW) * SMEM_ROW   # the accumulator's padded rows (dq_cols)
-    return float(4 * _padded_rows(shape) * (acc_cols + 2)) + _tail_bytes(shape)
+    return float(4 * _padded_rows(shape) * (padded_cols(shape["d"]) + 2)) + _tail_bytes(shape)
 
 
 def _deterministic_workspace_bytes(shape) -> float:

@@ -47,3 +47,46 @@ def test_load_runs_a_probe_with_its_arguments_and_restores_argv(tmp_path):
     with pytest.raises(SystemExit, match="stop"):
         probe_record.load(str(script), "stop")
     assert sys.argv == before   # restored when the script fails too
+
+
+class _T:
+    """A stand-in tensor: a number with the few methods config_rows calls."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def float(self):
+        return self
+
+    def __sub__(self, other):
+        return _T(self.x - other.x)
+
+    def abs(self):
+        return _T(abs(self.x))
+
+    def max(self):
+        return self
+
+    def item(self):
+        return self.x
+
+
+def test_config_rows_check_then_time_each_config_beside_the_peer(monkeypatch):
+    import kernels
+    from iomodel import families
+    from validation.timing import FakeTimer
+
+    cfgs = [c for c in families.get("flash_sm80").shipped if c.head_dim == 64][:2]
+    off = {cfgs[1]: 0.0}
+    monkeypatch.setattr(kernels, "run", lambda family, q, k, v, causal, config: _T(q + off.get(config, 0.0)))
+    shape = {"B": 1, "H": 2, "H_kv": 2, "N_q": 512, "N_k": 512, "d": 64, "causal": False, "dtype": "bf16"}
+    timer = FakeTimer(lambda fn, inputs: 1e-3, repeats=3, noise=0.0)
+    rows = probe_record.config_rows(timer, "flash_sm80", cfgs, shape, [(1.0, 0, 0)], ("peer", lambda q, k, v: _T(q)),
+                                    d=64, causal=False)
+    fam = families.get("flash_sm80")
+    assert [r["impl"] for r in rows] == [fam.label(c) for c in cfgs] + ["peer"]
+    assert all(r["predicted_ms"] > 0 for r in rows[:-1]) and rows[-1]["predicted_ms"] is None
+    assert rows[0]["median_ms"] == 1.0 and rows[0]["d"] == 64
+    off[cfgs[1]] = 0.5   # a config off the peer's output stops the probe before any timing
+    with pytest.raises(SystemExit, match="max abs diff 0.5"):
+        probe_record.config_rows(timer, "flash_sm80", cfgs, shape, [(1.0, 0, 0)], ("peer", lambda q, k, v: _T(q)))

@@ -6,10 +6,9 @@ and 0.968x, d = 64 N = 32768 B1 H32: 0.980x and 0.993x, d = 64 N = 1024 B16 H32:
 Outputs checked against SDPA flash first.
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-sm80-configs-h100-2026-11-25/configs_probe.py"""
 import sys, time, torch
-import kernels
 import kernels.flash_sm80 as kfs
 from kernels import compile, driver
-from iomodel import api, families
+from iomodel import families
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
 from validation import probe_record
@@ -27,19 +26,9 @@ for d, N, B, H in SHAPES:
     g = torch.Generator(device="cuda"); g.manual_seed(d + N)
     sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
             for _ in range(3)]
-    ref = fa2(*sets[0], False).float()
-    fns, labels, preds = [], [], []
-    for cfg in [c for c in fam.shipped if c.head_dim == d]:
-        f = (lambda c: lambda q, k, v: kernels.run("flash_sm80", q, k, v, causal=False, config=c))(cfg)
-        err = (f(*sets[0]).float() - ref).abs().max().item()
-        if err > 0.05:
-            raise SystemExit(f"{cfg}: max abs diff {err}")
-        fns.append(f); labels.append(fam.label(cfg))
-        preds.append(api.predict("flash_sm80", "h100-sxm", shape, cfg).time_s * 1e3)
-    fns.append(lambda q, k, v: fa2(q, k, v, False)); labels.append("sdpa_flash"); preds.append(None)
-    torch.cuda.synchronize()
-    timed = probe_record.timed_rows(timer, fns, labels, sets, d=d, N=N, B=B, H=H, causal=False)
-    rows += [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
+    rows += probe_record.config_rows(timer, "flash_sm80", [c for c in fam.shipped if c.head_dim == d], shape, sets,
+                                     ("sdpa_flash", lambda q, k, v: fa2(q, k, v, False)), d=d, N=N, B=B, H=H,
+                                     causal=False)
     print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     del sets
 probe_record.write("configs.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm80-configs-h100-2026-11-25/configs_probe.py")

@@ -4,8 +4,7 @@ H32 and d 128 H16, causal and not) beside SDPA cuDNN, in one interleaved group a
 times only the model's pick at N = 1024, has the pick at parity with cuDNN.
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-sm90-short-h100-2026-11-25/configs_probe.py"""
 import sys, time, torch
-import kernels
-from iomodel import api, families
+from iomodel import families
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
 from validation import probe_record
@@ -21,19 +20,9 @@ for d, H in ((64, 32), (128, 16)):
         g = torch.Generator(device="cuda"); g.manual_seed(d + causal)
         sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
                 for _ in range(3)]
-        ref = peers["sdpa_cudnn"][0](*sets[0], causal).float()
-        fns, labels, preds = [], [], []
-        for cfg in [c for c in fam.shipped if c.head_dim == d]:
-            f = (lambda c: lambda q, k, v: kernels.run("flash_sm90", q, k, v, causal=causal, config=c))(cfg)
-            err = (f(*sets[0]).float() - ref).abs().max().item()
-            if err > 0.05:
-                raise SystemExit(f"{cfg}: max abs diff {err}")
-            fns.append(f); labels.append(fam.label(cfg))
-            preds.append(api.predict("flash_sm90", "h100-sxm", shape, cfg).time_s * 1e3)
-        fns.append(lambda q, k, v: peers["sdpa_cudnn"][0](q, k, v, causal)); labels.append("sdpa_cudnn"); preds.append(None)
-        torch.cuda.synchronize()
-        timed = probe_record.timed_rows(timer, fns, labels, sets, d=d, N=N, B=B, H=H, causal=causal)
-        rows += [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
+        cudnn = ("sdpa_cudnn", lambda q, k, v: peers["sdpa_cudnn"][0](q, k, v, causal))
+        rows += probe_record.config_rows(timer, "flash_sm90", [c for c in fam.shipped if c.head_dim == d], shape,
+                                         sets, cudnn, d=d, N=N, B=B, H=H, causal=causal)
         print(f"d{d} causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 probe_record.write("configs.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-short-h100-2026-11-25/configs_probe.py")
 for d in (64, 128):

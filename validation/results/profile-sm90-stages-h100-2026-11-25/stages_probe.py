@@ -5,8 +5,6 @@ cuDNN, in one interleaved group a shape (the harness's timer: 5 rounds, 0.1 s le
 checked against cuDNN's output first; N = 1024 with and without the causal mask and N = 4096 without.
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-sm90-stages-h100-2026-11-25/stages_probe.py"""
 import sys, time, torch
-import kernels
-from iomodel import api, families
 from iomodel.families.flash_sm90 import Sm90Config
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
@@ -14,7 +12,6 @@ from validation import probe_record
 
 peers = peer_runners(torch)
 timer = CudaEventTimer()
-fam = families.get("flash_sm90")
 CONFIGS = [Sm90Config(192, 128, s, 64, 3) for s in (2, 3, 4)] + [Sm90Config(128, 128, s, 64, 2) for s in (2, 4)]
 rows, t0 = [], time.time()
 for B, H, N, causal in ((16, 32, 1024, False), (16, 32, 1024, True), (4, 32, 4096, False)):
@@ -23,19 +20,9 @@ for B, H, N, causal in ((16, 32, 1024, False), (16, 32, 1024, True), (4, 32, 409
     g = torch.Generator(device="cuda"); g.manual_seed(N + causal)
     sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
             for _ in range(3)]
-    ref = peers["sdpa_cudnn"][0](*sets[0], causal).float()
-    fns, labels, preds = [], [], []
-    for cfg in CONFIGS:
-        f = (lambda c: lambda q, k, v: kernels.run("flash_sm90", q, k, v, causal=causal, config=c))(cfg)
-        err = (f(*sets[0]).float() - ref).abs().max().item()
-        if err > 0.05:
-            raise SystemExit(f"{cfg}: max abs diff {err}")
-        fns.append(f); labels.append(fam.label(cfg))
-        preds.append(api.predict("flash_sm90", "h100-sxm", shape, cfg).time_s * 1e3)
-    fns.append(lambda q, k, v: peers["sdpa_cudnn"][0](q, k, v, causal)); labels.append("sdpa_cudnn"); preds.append(None)
-    torch.cuda.synchronize()
-    timed = probe_record.timed_rows(timer, fns, labels, sets, d=d, N=N, B=B, H=H, causal=causal)
-    rows += [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
+    cudnn = ("sdpa_cudnn", lambda q, k, v: peers["sdpa_cudnn"][0](q, k, v, causal))
+    rows += probe_record.config_rows(timer, "flash_sm90", CONFIGS, shape, sets, cudnn, d=d, N=N, B=B, H=H,
+                                     causal=causal)
     print(f"N{N} causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 probe_record.write("stages.json", rows,
                    "PYTHONPATH=. python3 validation/results/profile-sm90-stages-h100-2026-11-25/stages_probe.py")
