@@ -103,7 +103,8 @@ def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
         d = library.score_mods(d, mods)
     prog = as_program(d)
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
-    if causal or window is not None:   # a mask's blocks stream unequal steps: the tail split is for equal ones
+    # a mask's blocks stream unequal steps: the tail split is for equal ones; the kernels split no score modifiers
+    if causal or window is not None or mods:
         plans = [dataclasses.replace(p, tail_pieces_max=1) for p in plans]
     return build_model(derive(prog, exact=False), plans)
 

@@ -338,9 +338,15 @@ def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuS
     if plan.tail_pieces_max > 1:   # the last wave's blocks split along their stream
         steps = v["steps_total"] / np.maximum(blocks, 1)
         slots = np.maximum(occ, 1)
-        _, waves, wave_starts = tail_pieces(blocks, spec.sm_count * slots, steps, plan.tail_overhead_steps,
-                                            plan.tail_pieces_max)
-        per_sm_blocks, starts = waves * slots, wave_starts * slots
+        pieces, waves, _ = tail_pieces(blocks, spec.sm_count * slots, steps, plan.tail_overhead_steps,
+                                       plan.tail_pieces_max)
+        # the busiest SM: its whole waves' blocks, then its share of the last wave's pieces, spread over the SMs
+        # as the blocks of a partial wave are (the plain count where there is no split)
+        whole = np.floor(blocks / (spec.sm_count * slots)) * slots
+        tail_starts = np.ceil((blocks - whole * spec.sm_count) * pieces / spec.sm_count)
+        split = pieces > 1
+        per_sm_blocks = np.where(split, whole + tail_starts / pieces, per_sm_blocks)
+        starts = np.where(split, whole + tail_starts, starts)
     share = per_sm_blocks / blocks                          # its fraction of the work
     resident = np.minimum(occ, np.ceil(per_sm_blocks))      # blocks of the busiest SM running at once
     t = {u: v[f"work_{u}"] * share / getattr(rates, u) for u in WORK_UNITS}

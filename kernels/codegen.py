@@ -18,7 +18,7 @@ from iomodel.families import flash_sm80 as _flash_sm80
 from iomodel.families import flash_sm90 as _flash_sm90
 from iomodel.families import matmul_sm80 as _matmul_sm80
 
-__all__ = ["DTYPES", "CSRC", "flash_sm80_kernel", "matmul_kernel", "softmax_kernel", "unfused_kernels",
+__all__ = ["DTYPES", "CSRC", "flash_sm80_kernel", "flash_sm80_merge_kernel", "matmul_kernel", "softmax_kernel", "unfused_kernels",
            "sm80_unit", "sm90_kernel", "sm90_instance", "sm90_unit", "wgmma_header_text",
            "write_wgmma_header", "WGMMA_HEADER"]
 
@@ -36,7 +36,7 @@ WGMMA_SST_N = (64, 128)
 # Parameter lists of the sm80 kernels, for explicit instantiation (they must match the headers).
 _FLASH_PARAMS = ("const {T}*, const {T}*, const {T}*, {T}*, float*, "
                  + "long long, " * 12 + "int, int, int, int, float, float, const int*, const int*, int, int, "
-                 + "float, const float*, long long")
+                 + "float, const float*, long long, int, int, float*, float*")
 _MATMUL_PARAMS = ("const {T}*, const {T}*, void*, int, int, int, int, "
                   + "long long, " * 9 + "int, int, float")
 _SOFTMAX_PARAMS = "const float*, {T}*, long long, int, int, int, int, int"
@@ -54,14 +54,24 @@ def _b(flag: bool) -> str:
 
 
 # ------------------------------------------------------------------ mma.sync templates (sm80 and newer)
-def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> str:
+def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0,
+                      split: bool = False) -> str:
     """Template-id of ``flash_fwd_kernel`` for a FlashConfig, e.g.
     ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen; a
     ninth, ``true``, for a sliding window, whose upper bound is the causal flag's; a tenth, the score
-    modifiers' bits (``kernels.score_mods``), when there are any)."""
-    tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")
+    modifiers' bits (``kernels.score_mods``), when there are any; an eleventh, ``true``, for the tail split's
+    grid, SPLIT)."""
+    if split:
+        tail = f", {_b(local)}, {int(mods)}, true"
+    else:
+        tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")
     return (f"iom::flash_fwd_kernel<iom::{_check_dtype(dtype)}, {cfg.block_m}, {cfg.block_n}, {cfg.warps}, "
             f"{cfg.stages}, {cfg.head_dim}, {_b(causal)}, {_b(varlen)}{tail}>")
+
+
+def flash_sm80_merge_kernel(cfg, dtype: str) -> str:
+    """Template-id of ``flash_fwd_merge_kernel``, the tail split's merge of a FlashConfig's pieces."""
+    return f"iom::flash_fwd_merge_kernel<iom::{_check_dtype(dtype)}, {cfg.block_m}, {cfg.head_dim}>"
 
 
 def matmul_kernel(cfg, dtype: str, b_kmajor: bool, out_f32: bool) -> str:

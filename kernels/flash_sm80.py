@@ -7,6 +7,7 @@ import ctypes
 import functools
 import math
 
+from iomodel.families.flash_sm80 import FAMILY as MODEL, FlashConfig
 from iomodel.limits import GRID_YZ_MAX
 
 from . import codegen, compile, driver, plans, runtime
@@ -14,7 +15,8 @@ from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
 from .window import UNBOUNDED
 
-__all__ = ["FAMILY", "attention", "plan", "Launch", "module", "kernel", "causal_section_heads"]
+__all__ = ["FAMILY", "attention", "plan", "Launch", "module", "kernel", "causal_section_heads", "tail_split",
+           "SPLIT_SPILLING"]
 
 FAMILY = "flash_sm80"
 HEADER = "flash_fwd_sm80.cuh"
@@ -25,22 +27,49 @@ NO_WINDOW = (UNBOUNDED, 0)
 
 
 def module(cfg, dtype: str, causal: bool, arch: str, varlen: bool = False, local: bool = False,
-           mods: int = 0) -> compile.Module:
+           mods: int = 0, split: bool = False) -> compile.Module:
     """The compiled module of one variant for `arch` (``sm_80``, ``sm_90``, ...); needs no GPU.  `varlen`:
     the packed variable-length form (``kernels.varlen``); `local`: the sliding-window form; `mods`: the
-    score modifiers' bits (``kernels.score_mods``)."""
-    return compile.build(f'#include "{HEADER}"\n', arch,
-                         names=(codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods),), label=FAMILY,
-                         flags=compile.MMA_SYNC_FLAGS)
+    score modifiers' bits (``kernels.score_mods``); `split`: the tail split's grid, with its merge kernel."""
+    names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
+    if split:
+        names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
+    return compile.build(f'#include "{HEADER}"\n', arch, names=names, label=FAMILY, flags=compile.MMA_SYNC_FLAGS)
 
 
 @functools.lru_cache(maxsize=None)
 def kernel(index: int, cfg, dtype: str, causal: bool, smem: int, varlen: bool = False,
-           local: bool = False, mods: int = 0) -> driver.Kernel:
+           local: bool = False, mods: int = 0, split: bool = False) -> driver.Kernel:
     """The loaded kernel of one variant on device `index`."""
     arch = compile.nvrtc_arch(driver.capability(index))
-    return driver.kernel(index, module(cfg, dtype, causal, arch, varlen, local, mods),
-                         codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods), smem)
+    return driver.kernel(index, module(cfg, dtype, causal, arch, varlen, local, mods, split),
+                         codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split), smem)
+
+
+@functools.lru_cache(maxsize=None)
+def merge_kernel(index: int, cfg, dtype: str) -> driver.Kernel:
+    """The tail split's merge kernel of a config on device `index` (in the split variant's module)."""
+    arch = compile.nvrtc_arch(driver.capability(index))
+    return driver.kernel(index, module(cfg, dtype, False, arch, split=True),
+                         codegen.flash_sm80_merge_kernel(cfg, dtype), 0)
+
+
+#: Configs whose tail-split variant spills (sm_80, nvcc 13.0: 20 bytes; tests/kernels/test_build_sm80.py): their
+#: launches keep the plain grid, a whole last wave (the model, which splits every config alike, is that much
+#: optimistic there).
+SPLIT_SPILLING = (FlashConfig(256, 64, 4, 3, 32),)
+#: the merge kernel's threads (a warp a row)
+MERGE_THREADS = 256
+
+
+def tail_split(blocks: int, slots: int, steps: int) -> int:
+    """The pieces each tile of the grid's last partial wave runs as (1: no split): ``iomodel.perf.tail_pieces``
+    over the family's plan, `blocks` tiles of `steps` key chunks each, `slots` resident at a time, as the model
+    counts them."""
+    from iomodel.perf import tail_pieces   # (sympy's import with it: only where a launch plan is made)
+
+    plan = MODEL.plan
+    return tail_pieces(blocks, slots, steps, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
 
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, window=None,
@@ -112,6 +141,17 @@ class Launch:
                 *(i32(x) for x in (window.kernel_args() if local else NO_WINDOW)), *mods.kernel_args(call.scale)]
         m_blocks = math.ceil(N_q / cfg.block_m)
         grid = (m_blocks, H, B)
+        self.split = None
+        splittable = not s["causal"] and not local and not mods.bits and cfg not in SPLIT_SPILLING
+        if splittable:   # the tail split: a last partial wave's tiles in pieces (tail_split), merged after
+            slots = driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
+                kern, cfg.threads, call.smem)
+            pieces = tail_split(m_blocks * H * B, slots, math.ceil(N_k / cfg.block_n))
+            if pieces > 1:
+                self.split = _Split(call, m_blocks * H * B, slots, pieces, o_strides)
+                kern = kernel(call.device, cfg, s["dtype"], False, call.smem, split=True)
+                grid = (self.split.grid, 1, 1)
+        split_args = self.split.kernel_args() if self.split else [i32(0), i32(1), driver.ptr(None), driver.ptr(None)]
         if s["causal"] and not local:   # the kernel's sectioned grid: (heads a section, query tiles, sections)
             slots = driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
                 kern, cfg.threads, call.smem)
@@ -120,7 +160,7 @@ class Launch:
                                  f"{GRID_YZ_MAX * cfg.block_m} query rows (grid y holds the query tiles), got {N_q}")
             per = causal_section_heads(B * H, H // H_kv, m_blocks, slots)
             grid = (per, m_blocks, B * H // per)
-        self.prepared = driver.Prepared(kern, grid, (cfg.threads, 1, 1), call.smem, 5, tail)
+        self.prepared = driver.Prepared(kern, grid, (cfg.threads, 1, 1), call.smem, 5, tail + split_args)
 
     def __call__(self, q, k, v, return_lse: bool = False):
         """(O, LSE) of tensors of the plan's signature (the LSE is written whether asked or not)."""
@@ -131,5 +171,45 @@ class Launch:
         p = self.prepared
         for slot, t in zip(p.pointers, (q, k, v, o, lse)):
             slot.value = t.data_ptr()
-        p.launch(driver.current_stream_handle(self.device))
+        stream = driver.current_stream_handle(self.device)
+        if self.split is None:
+            p.launch(stream)
+        else:
+            self.split.launch(p, o, lse, stream)
         return o, lse
+
+
+class _Split:
+    """A launch's tail split: the grid's first `whole` tiles as they are, the last partial wave's `tail` tiles
+    in `pieces` pieces each (the kernel's SPLIT grid), each piece's fp32 O and LSE into a workspace made a call,
+    then the merge kernel (a warp a row) writing O and the LSE of the split tiles."""
+
+    def __init__(self, call, blocks: int, slots: int, pieces: int, o_strides):
+        s, cfg = call.shape, call.config
+        self.tail = blocks % slots
+        self.whole, self.pieces = blocks - self.tail, pieces
+        self.grid = self.whole + self.tail * pieces
+        self.rows = self.tail * cfg.block_m
+        self.part_shape = (pieces, self.rows, s["d"])
+        self.opart, self.lpart = ctypes.c_void_p(), ctypes.c_void_p()
+        i32 = ctypes.c_int
+        merge = merge_kernel(call.device, cfg, s["dtype"])
+        warps = MERGE_THREADS // 32
+        self.merge = driver.Prepared(merge, (-(-self.rows // warps), 1, 1), (MERGE_THREADS, 1, 1), 0, 4,
+                                     [o_strides[0], o_strides[1], o_strides[2], i32(s["H"]), i32(s["N_q"]),
+                                      i32(self.whole), i32(self.tail), i32(pieces)])
+
+    def kernel_args(self) -> list:
+        """The attention kernel's split arguments: whole, pieces and the workspace's two pointers (set a call)."""
+        return [ctypes.c_int(self.whole), ctypes.c_int(self.pieces), self.opart, self.lpart]
+
+    def launch(self, attention: "driver.Prepared", o, lse, stream: int) -> None:
+        import torch
+
+        opart = torch.empty(self.part_shape, dtype=torch.float32, device=o.device)
+        lpart = torch.empty(self.part_shape[:2], dtype=torch.float32, device=o.device)
+        self.opart.value, self.lpart.value = opart.data_ptr(), lpart.data_ptr()
+        attention.launch(stream)
+        for slot, t in zip(self.merge.pointers, (opart, lpart, o, lse)):
+            slot.value = t.data_ptr()
+        self.merge.launch(stream)

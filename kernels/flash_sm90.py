@@ -21,7 +21,8 @@ TMA_BOX_COLS = 64    # a TMA box row is 64 elements = 128 bytes, one SWIZZLE_128
 # Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
 PERSISTENT = True
 # Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
-# FwdTraits) and SM90_WATCHDOG (sm90_common.cuh, mbar_wait).
+# FwdTraits), SM90_WATCHDOG (sm90_common.cuh, mbar_wait), and for A/B runs SM90_DYNAMIC_FULL (the claims
+# without a mask too) and SM90_UNROTATED (the non-causal fixed list without its rotation, tile_of_round).
 DEFAULT_DEFINES: tuple[str, ...] = ()
 # Causal tile order: tiles longest first within sections of heads (TileInfo in the kernel), so that the
 # CTAs running at once share their heads' K/V in the L2.  Under the dynamic schedule (d <= 128) a section
@@ -47,6 +48,7 @@ DYNAMIC_MAX_HEAD_DIM = 128
 # loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
 # keeps the dynamic schedule, which balances its unequal tiles.
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
+DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 WINDOW_STATIC_CUT_SHARE = 0.5
 MIN_SECTION_HEADS = 8
 
@@ -242,7 +244,7 @@ class Launch:
         self.shape, self.device = s, dev
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
         # from a counter
-        dynamic = (s["causal"] or varlen is not None) and not static
+        dynamic = (s["causal"] or varlen is not None or DYNAMIC_FULL in defines) and not static
         self.counters = _tile_counters(dev) if dynamic else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))

@@ -172,6 +172,7 @@ def _launch_sm80(q, k, v, out, lse, call, s, cfg, smem, scale, index) -> None:
             *strides(q), *strides(k), *strides(v), *strides(out),
             i32(s["H"]), i32(s["H"] // s["H_kv"]), i32(call["total_q"]), i32(call["total_k"]),
             f32(scale * runtime.LOG2E), f32(scale), driver.ptr(call["cu_q"]), driver.ptr(call["cu_k"]),
-            i32(NO_WINDOW[0]), i32(NO_WINDOW[1]), *NO_MODS.kernel_args(scale)]
+            i32(NO_WINDOW[0]), i32(NO_WINDOW[1]), *NO_MODS.kernel_args(scale),
+            i32(0), i32(1), driver.ptr(None), driver.ptr(None)]   # no tail split (SPLIT's arguments)
     grid = (math.ceil(s["N_q"] / cfg.block_m), s["H"], s["B"])
     driver.launch(kern, grid, (cfg.threads, 1, 1), args, smem)

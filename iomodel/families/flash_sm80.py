@@ -137,13 +137,27 @@ def _window(diagram, left: bool, right: bool):
     return library.window_band(diagram, left, right)
 
 
+#: The tail split (``iomodel.perf.tail_pieces``; the kernel's SPLIT grid and flash_fwd_merge_kernel): without a
+#: mask every tile streams the same key chunks, and a grid whose tiles do not fill whole waves of the resident
+#: blocks leaves the SMs idle behind its last one (d = 64 N = 32768 B1 H32: 8192 tiles over 264 slots, 31.03
+#: waves, the last holding 8).  The last wave's tiles run as up to TAIL_PIECES_MAX pieces, each a share of the
+#: key chunks, writing its fp32 O and LSE for the merge kernel.  A piece costs TAIL_OVERHEAD_STEPS chunks more
+#: than its own: its Q and first chunks with nothing to overlap, its partial rows written and read back, the
+#: merge's launch.  Four, from those parts, had the model split d = 256 N = 8192's 64-row tiles in 5, which ran
+#: 0.7% slower than their plain grid, while 32 pieces at d = 64 N = 32768 ran 1.9% faster (H100,
+#: validation/results/profile-sm80-tail-h100-2026-11-25/tail.json); eight keeps the one and not the other.
+#: Not with score modifiers (the kernel's SPLIT variant has none: ``iomodel.api.family_model``).
+TAIL_PIECES_MAX = 32
+TAIL_OVERHEAD_STEPS = 8.0
+
 FAMILY = Family(
     name="flash_sm80",
     description="FlashAttention forward, mma.sync + cp.async, synchronous warps",
     problem="attention",
     config_type=FlashConfig,
     symbols={"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
-    plan=MMA_SYNC.plan,   # the mma_sync style is this kernel's code (iomodel.styles)
+    plan=replace(MMA_SYNC.plan, tail_pieces_max=TAIL_PIECES_MAX,   # the mma_sync style is this kernel's code
+                 tail_overhead_steps=TAIL_OVERHEAD_STEPS),          # (iomodel.styles), with its tail split
     build=_diagram,
     label_format="{block_m}x{block_n} w{warps} s{stages}",
     space={"block_m": (16, 32, 64, 96, 128, 192, 256), "block_n": (16, 32, 48, 64, 96, 128, 160, 192, 256),
@@ -160,5 +174,5 @@ FAMILY = Family(
 #: FlashAttention-2's forward as the model sees it (iomodel.peers): this kernel's schedule with the eager
 #: online softmax (every row takes its new max and O is rescaled every chunk), registered by the peers'
 #: module, not a kernel of ours
-EAGER_PEER = replace(FAMILY, name="flash_sm80_eager", build=_eager_diagram,
+EAGER_PEER = replace(FAMILY, name="flash_sm80_eager", build=_eager_diagram, plan=MMA_SYNC.plan,   # no tail split
                      description="FlashAttention-2's forward: flash_sm80's schedule, O rescaled every chunk")

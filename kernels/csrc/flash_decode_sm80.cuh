@@ -21,6 +21,7 @@
 #pragma once
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
+#include "merge_rows.cuh"
 
 namespace iom {
 
@@ -200,70 +201,6 @@ __device__ __forceinline__ void sts_f32(u32 addr, float x) {
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(x) : "memory");
 }
 
-// Merge the parts of one output row (b, h, i) by a warp: O = sum_p exp(lse_p - lse) O_p, lse = logsumexp_p
-// lse_p.  `row` indexes (b, h, i) rows; a part that saw no key has LSE -inf and weight 0; a row that saw
-// none at all gets O = 0 and LSE -inf.  Lane l holds the LSEs of parts l, l + 32, ...: the weights come
-// from one load and a shuffle each, and the partial rows' loads are independent of each other (unrolled; the
-// first eight parts' issued with the LSEs), so the merge costs a few L2 round trips, not one a part.  Loads
-// go through L2 (__ldcg): other SMs wrote.
-template <class T, int HEAD_DIM>
-__device__ __forceinline__ void merge_row(const float* opart, const float* lpart, T* dst, float* lse, i64 row,
-                                          i64 rows, int parts, int lane) {
-    constexpr int V = HEAD_DIM / 32;   // values a lane
-    constexpr int PRE = 8;
-    constexpr float LOG2E = 1.4426950408889634f;
-    static_assert(V == 2 || V == 4, "head dims 64 and 128");
-    const float first = lane < parts ? __ldcg(lpart + lane * rows + row) : neg_inf();
-    // the first PRE parts' rows are loaded with the LSEs, before the weights are known: one L2 round trip
-    float pre[PRE][V];
-#pragma unroll
-    for (int j = 0; j < PRE; ++j)
-#pragma unroll
-        for (int e = 0; e < V; ++e)
-            pre[j][e] = j < parts ? __ldcg(opart + ((i64)j * rows + row) * HEAD_DIM + lane * V + e) : 0.f;
-    float M = first;
-    for (int p = lane + 32; p < parts; p += 32) M = fmaxf(M, __ldcg(lpart + p * rows + row));
-#pragma unroll
-    for (int s = 16; s > 0; s >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, s));
-    float acc[V] = {};
-    float total = 0.f;
-    if (M != neg_inf()) {
-        for (int p0 = 0; p0 < parts; p0 += 32) {
-            const int mine = p0 + lane;
-            const float lp = p0 == 0 ? first : (mine < parts ? __ldcg(lpart + mine * rows + row) : neg_inf());
-            const float w_mine = ex2((lp - M) * LOG2E);   // 0 for a part that saw nothing (and past the parts)
-            total += w_mine;
-            const int n = min(32, parts - p0);
-            int j = 0;
-            if (p0 == 0) {
-#pragma unroll
-                for (int jj = 0; jj < PRE; ++jj) {
-                    const float w = __shfl_sync(0xffffffffu, w_mine, jj);
-                    if (jj < n) {
-#pragma unroll
-                        for (int e = 0; e < V; ++e) acc[e] += w * pre[jj][e];
-                    }
-                }
-                j = min(n, PRE);
-            }
-#pragma unroll 8
-            for (; j < n; ++j) {
-                const float w = __shfl_sync(0xffffffffu, w_mine, j);
-                const float* src = opart + ((p0 + j) * rows + row) * HEAD_DIM + lane * V;
-#pragma unroll
-                for (int e = 0; e < V; ++e) acc[e] += w * __ldcg(src + e);
-            }
-        }
-#pragma unroll
-        for (int s = 16; s > 0; s >>= 1) total += __shfl_xor_sync(0xffffffffu, total, s);
-    }
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-#pragma unroll
-    for (int e = 0; e < V; e += 2)
-        *reinterpret_cast<u32*>(dst + lane * V + e) = Elem<T>::pack(acc[e] * inv, acc[e + 1] * inv);
-    if (lane == 0) lse[row] = total > 0.f ? M + logf(total) : neg_inf();
-}
-
 // The parts of one (batch, KV head, row block) arrive in any order; the last to arrive (a counter per
 // group, which it leaves at zero for the next call on the stream) merges their rows, a warp a row: no
 // second kernel, no second launch.
@@ -287,8 +224,9 @@ __device__ __forceinline__ void merge_if_last(const float* opart, const float* l
     for (int r = warp; r < ROWS; r += WARPS) {
         if (!pr.valid(r)) continue;
         const int h = hk * pr.group + pr.head_in_group(r), i = pr.query(r);
-        merge_row<T, HEAD_DIM>(opart, lpart, o + (i64)b * o_sb + (i64)i * o_sn + (i64)h * o_sh, lse,
-                               ((i64)b * H + h) * N_q + i, rows, parts, lane);
+        const i64 row = ((i64)b * H + h) * N_q + i;
+        merge_row<T, HEAD_DIM>(opart, lpart, o + (i64)b * o_sb + (i64)i * o_sn + (i64)h * o_sh, lse + row, row,
+                               rows, parts, lane);
     }
 }
 
@@ -417,9 +355,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-            float l = row_sum[mt][hh];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float l = quad_sum(row_sum[mt][hh]);
             row_sum[mt][hh] = l;
             const int r = mt * 16 + (lane >> 2) + hh * 8;
             if ((lane & 3) == 0) {

@@ -46,9 +46,19 @@
 // tanh(scale q.k / cap)); bit 2 ALiBi, the logits minus slope * |i + N_k - N_q - j|, the slope of
 // (batch b, head h) at alibi[b * alibi_sb + h] (alibi_sb 0: one slope per head).  Applied to every
 // chunk before its masks; MODS = 0 reads neither argument.
+//
+// SPLIT (the tail split; a dense grid without a mask, a window or score modifiers, whose tiles all stream the
+// same chunks): the grid's last partial wave would leave most SMs idle, so its tiles run as `split_pieces`
+// pieces each, a piece a share of the key chunks.  The grid is 1-D: blocks [0, split_whole) are tiles 0 ..
+// split_whole - 1 in the 3-D grid's order (query tile fastest, then head, then batch), each block after them
+// one piece of a tile from split_whole on (a tile's pieces adjacent).  A piece writes its fp32 O (normalised by
+// its own sum) and its LSE to opart / lpart (merge_rows.cuh's layout, rows = the split tiles x BLOCK_M) and
+// flash_fwd_merge_kernel, launched after, merges each row's pieces into O and the LSE (kernels/flash_sm80.py
+// picks the pieces with iomodel.perf.tail_pieces, as the model does).
 #pragma once
 #include "iom_common.cuh"
 #include "warp_tiles.cuh"
+#include "merge_rows.cuh"
 
 // The online softmax's rescale policy (warp_tiles.cuh: Rescale): a stale max, O rescaled only when a row
 // of the warp passes it by 2^8; against EAGER (every chunk) 1.6 to 11% faster on the H100 from N = 4096
@@ -73,8 +83,55 @@ __device__ __forceinline__ void section_head(int H, int& b, int& h) {
     b = bh / H;
 }
 
+// The tile (and piece, -1 for a whole tile) of a block of the tail split's 1-D grid (SPLIT above), from a
+// read of %ctaid.x the compiler may not merge with an earlier one (asm volatile): the epilogue calls it again
+// instead of keeping the tile's coordinates live through the key loop (128x128 s1 at d = 64 spilled with them).
+template <int BLOCK_M>
+__device__ __forceinline__ void split_tile(int N_q, int H, int whole, int pieces, int& m_block, int& h, int& b,
+                                           int& piece) {
+    u32 ux;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(ux));
+    const int x = (int)ux;
+    int t = x;
+    piece = -1;
+    if (x >= whole) {
+        t = whole + (x - whole) / pieces;
+        piece = (x - whole) % pieces;
+    }
+    const int num_m = (N_q + BLOCK_M - 1) / BLOCK_M;
+    m_block = t % num_m;
+    const int hb = t / num_m;
+    h = hb % H;
+    b = hb / H;
+}
+
+// A piece's epilogue (SPLIT): each row's O normalised by the piece's own sum, in fp32, and its LSE; rows past
+// N_q too (the merge skips them).  `row0`: the thread's first row in the tile; `op` / `lp`: the tile's rows of
+// this piece in the partials.
+template <int MT, int DT, int HEAD_DIM>
+__device__ __forceinline__ void split_partials(float* op, float* lp, const float (&acc_o)[MT][DT][4],
+                                               const float (&row_max)[MT][2], const float (&row_sum)[MT][2],
+                                               int row0, int col_lane, float scale) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const float l = quad_sum(row_sum[mt][hh]);
+            const float inv = (l > 0.f) ? 1.f / l : 0.f;
+            const int r = row0 + mt * 16 + hh * 8;
+            float* orow = op + (i64)r * HEAD_DIM + col_lane;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+                *reinterpret_cast<float2*>(orow + dt * 8) =
+                    make_float2(acc_o[mt][dt][2 * hh] * inv, acc_o[mt][dt][2 * hh + 1] * inv);
+            if ((lane & 3) == 0) lp[r] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
+        }
+    }
+}
+
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
-          bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0>
+          bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0, bool SPLIT = false>
 __global__ void __launch_bounds__(WARPS * 32, 1)
 flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, float* __restrict__ lse,
@@ -84,7 +141,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                  i64 o_sb, i64 o_sh, i64 o_sn,
                  int H, int group, int N_q_arg, int N_k_arg, float scale_log2, float scale,
                  const int* __restrict__ cu_q, const int* __restrict__ cu_k, int win_left, int win_right,
-                 float softcap_mul, const float* __restrict__ alibi, i64 alibi_sb) {
+                 float softcap_mul, const float* __restrict__ alibi, i64 alibi_sb,
+                 int split_whole, int split_pieces, float* __restrict__ opart, float* __restrict__ lpart) {
     constexpr int THREADS = WARPS * 32;
     constexpr int ROWS_PER_WARP = BLOCK_M / WARPS;
     constexpr int MT = ROWS_PER_WARP / 16;   // m16 tiles per warp
@@ -116,8 +174,13 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int warp = tid >> 5;
     const int lane = tid & 31;
     constexpr bool SECTIONED = IS_CAUSAL && !IS_VARLEN && !IS_LOCAL;   // (head in section, tile rank, section)
+    static_assert(!SPLIT || (!IS_CAUSAL && !IS_VARLEN && !IS_LOCAL && MODS == 0),
+                  "the tail split takes tiles of one length, without score modifiers");
     int m_block, h, b;
-    if constexpr (SECTIONED) {
+    int piece = -1;   // SPLIT: this block's piece of a tail tile (-1: a whole tile)
+    if constexpr (SPLIT) {
+        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, piece);
+    } else if constexpr (SECTIONED) {
         section_head(H, b, h);
         m_block = (int)(gridDim.y - 1 - blockIdx.y);
     } else {
@@ -126,7 +189,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         b = blockIdx.z;
     }
     const int hk = h / group;
-    const int m0 = m_block * BLOCK_M;
+    int m0 = m_block * BLOCK_M;   // (SPLIT: set again at the epilogue)
     int N_q = N_q_arg, N_k = N_k_arg;
     i64 q_at = (i64)b * q_sb, k_at = (i64)b * k_sb, v_at = (i64)b * v_sb, o_at = (i64)b * o_sb;
     i64 l_at = ((i64)b * H + h) * N_q;
@@ -137,6 +200,15 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         if (m0 >= N_q) return;   // a tile past this sequence's rows
         q_at = (i64)q0 * q_sn, k_at = (i64)k0 * k_sn, v_at = (i64)k0 * v_sn, o_at = (i64)q0 * o_sn;
         l_at = (i64)h * N_q_arg + q0;
+    }
+    if constexpr (SPLIT) {
+        if (piece >= 0) {   // a piece is attention over its share of the key chunks: K and V from its first key
+            const int chunks = (N_k + BLOCK_N - 1) / BLOCK_N;
+            const int first = piece * chunks / split_pieces, end = (piece + 1) * chunks / split_pieces;
+            k_at += (i64)first * BLOCK_N * k_sn;
+            v_at += (i64)first * BLOCK_N * v_sn;
+            N_k = min(N_k, end * BLOCK_N) - first * BLOCK_N;   // > 0: the launcher gives a piece a chunk at least
+        }
     }
     // key j is visible from query i iff j <= i + diag (causal; local: the diagonal moved by win_right)
     // and, local, j >= i + lo
@@ -312,6 +384,21 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     }
 
     // ---- epilogue: normalise, write O (registers -> global) and L ------------
+    if constexpr (SPLIT) {
+        // the block's tile and piece again (split_tile: not held through the key loop), and O's and the LSE's rows
+        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, piece);
+        m0 = m_block * BLOCK_M;
+        og = o + (i64)b * o_sb + (i64)h * o_sh;
+        lg = lse + ((i64)b * H + h) * N_q;
+        if (piece >= 0) {   // a piece: its fp32 O and LSE into the partials, for flash_fwd_merge_kernel
+            const int tail = ((int)blockIdx.x - split_whole) / split_pieces;   // the tile among the split ones
+            const i64 rows = (i64)(((int)gridDim.x - split_whole) / split_pieces) * BLOCK_M;
+            split_partials<MT, DT, HEAD_DIM>(opart + ((i64)piece * rows + (i64)tail * BLOCK_M) * HEAD_DIM,
+                                             lpart + (i64)piece * rows + (i64)tail * BLOCK_M, acc_o, row_max,
+                                             row_sum, warp * ROWS_PER_WARP + (lane >> 2), col_lane, scale);
+            return;
+        }
+    }
     if constexpr (SECTIONED) {
         // the sectioned grid's b and h again, from fresh reads of the block's coordinates: held through
         // the key loop (they come from a division, which ptxas does not recompute), O's and the LSE's
@@ -324,9 +411,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-            float l = row_sum[mt][hh];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float l = quad_sum(row_sum[mt][hh]);
             const float inv = (l > 0.f) ? 1.f / l : 0.f;
             const int row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + mt * 16 + hh * 8;
             if constexpr (WIDE_STORES) {
@@ -354,6 +439,25 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             if (row < N_q && (lane & 3) == 0) lg[row] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
         }
     }
+}
+
+// The tail split's merge (SPLIT above): a warp a row of the split tiles (`tiles` from tile `whole` on, BLOCK_M
+// rows each), its `pieces` partial rows merged into O and the LSE where the whole tile's would be.
+template <class T, int BLOCK_M, int HEAD_DIM>
+__global__ void __launch_bounds__(256, 1)
+flash_fwd_merge_kernel(const float* __restrict__ opart, const float* __restrict__ lpart, T* __restrict__ o,
+                       float* __restrict__ lse, i64 o_sb, i64 o_sh, i64 o_sn, int H, int N_q, int whole, int tiles,
+                       int pieces) {
+    const i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 rows = (i64)tiles * BLOCK_M;
+    if (row >= rows) return;
+    const int num_m = (N_q + BLOCK_M - 1) / BLOCK_M;
+    const int t = whole + (int)(row / BLOCK_M);
+    const int i = (t % num_m) * BLOCK_M + (int)(row % BLOCK_M);
+    if (i >= N_q) return;
+    const int hb = t / num_m, h = hb % H, b = hb / H;
+    merge_row<T, HEAD_DIM>(opart, lpart, o + (i64)b * o_sb + (i64)h * o_sh + (i64)i * o_sn,
+                           lse + ((i64)b * H + h) * N_q + i, row, rows, pieces, threadIdx.x & 31);
 }
 
 }  // namespace iom

@@ -24,6 +24,7 @@
 //
 // Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
 // SM90_DYN_MAX, SM90_OWN_MAX, SM90_TURN_MAX (the head dims with each scheduling feature, below),
+// SM90_DYNAMIC_FULL (the dynamic schedule without a mask too) and SM90_UNROTATED (tile_of_round) for A/B runs,
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -77,6 +78,8 @@ struct FwdTraits {
     // the claims buy no balance there.
 #ifdef SM90_STATIC_SCHEDULE
     static constexpr bool kDynamic = false;
+#elif defined(SM90_DYNAMIC_FULL)   // A/B only: without a mask the claims lost 2 to 5% from N = 4096
+    static constexpr bool kDynamic = kHeadDim_ <= SM90_DYN_MAX;
 #else
     static constexpr bool kDynamic = (kCausal || kVarlen_) && kHeadDim_ <= SM90_DYN_MAX;
 #endif
@@ -286,13 +289,27 @@ struct TileInfo {
     }
 };
 
-// Round k of a grid of G CTAs covers tiles [k*G, k*G + G); CTA i takes tile k*G + i.  With causal
-// masking odd rounds run backwards (k*G + G-1-i, snake order), which evens out the per-CTA work
-// of the longest-first schedule.  Returns -1 past the last tile.
+// Round k of a grid of G CTAs covers tiles [k*G, k*G + G), adjacent tiles (the CTAs running together share
+// K/V in L2).  With causal masking CTA i takes k*G + i, odd rounds backwards (k*G + G-1-i, snake order),
+// which evens out the per-CTA work of the longest-first schedule.  Without a mask CTA i takes k*G + i where
+// every tile is full, and k*G + (i + k) mod G where a head's last tile is short (N_q % block_m != 0): with G a
+// multiple of the tiles a head (132 CTAs on the H100, 6 tiles of 192 rows at N_q = 1024, 11 at 2048, 22 at
+// 4096) the plain walk hands CTA i tiles of one m_block only, so the CTAs with the short tiles idled while the
+// rest carried every full one; rotated, each CTA goes round a head's m_blocks (3.7 to 4.6% faster at N = 1024,
+// 2.5% at 4096: validation/results/profile-sm90-schedule-h100-2026-11-25/).  SM90_UNROTATED builds the plain
+// walk for A/B runs.  Returns -1 past the last tile.
 template <class T>
-__device__ __forceinline__ int tile_of_round(int k, int num_tiles) {
-    const int G = gridDim.x;
-    const int t = k * G + ((T::kCausal && (k & 1)) ? G - 1 - int(blockIdx.x) : int(blockIdx.x));
+__device__ __forceinline__ int tile_of_round(int k, int num_tiles, int n_q) {
+    const int G = gridDim.x, i = blockIdx.x;
+    int c = i;
+    if constexpr (T::kCausal) {
+        if (k & 1) c = G - 1 - i;
+    } else {
+#ifndef SM90_UNROTATED
+        if (n_q % T::kBlockM != 0) c = (i + k) % G;
+#endif
+    }
+    const int t = k * G + c;
     return t < num_tiles ? t : -1;
 }
 
@@ -449,7 +466,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 }
             } else {
                 for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
-                    const int t = tile_of_round<T>(k, num_tiles);
+                    const int t = tile_of_round<T>(k, num_tiles, N_q);
                     if (t < 0) continue;
                     const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                     if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
@@ -496,7 +513,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 IOM_TILE_TIME(2, 0);
             } else {
                 if (k * int(gridDim.x) >= num_tiles) break;
-                const int t = tile_of_round<T>(k, num_tiles);
+                const int t = tile_of_round<T>(k, num_tiles, N_q);
                 if (t < 0) continue;
                 ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                 IOM_TILE_TIME(1, 0);

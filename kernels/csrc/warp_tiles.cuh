@@ -109,6 +109,12 @@ __device__ __forceinline__ void mma_rb(float (&acc)[R][DN / 8][4], const u32 (&a
 enum Rescale { RESCALE_EAGER = 0, RESCALE_LAZY = 1, RESCALE_STALE = 2 };
 constexpr float STALE_LOG2 = 8.f;
 
+// A row's partial sum summed over the 4 lanes of the quad that hold the row (the m16n8 accumulator layout).
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 // A row's max over its running max and its scores (mt, hh), reduced over the 4 lanes that hold the row.
 template <int MT, int NT>
 __device__ __forceinline__ float chunk_row_max(const float (&s)[MT][NT][4], int mt, int hh, float running) {

@@ -117,8 +117,8 @@ def test_nvrtc_builds_templates_by_name_expression(monkeypatch, tmp_path):
     mod = run80.module(cfg, "bf16", True, compile.nvrtc_arch((8, 0)))
     name = codegen.flash_sm80_kernel(cfg, "bf16", True)
     assert mod.cubin[:4] == b"\x7fELF"
-    # (the defaulted window flag, IS_LOCAL, and score modifiers, MODS, are in the mangled name)
-    assert mod.symbol(name).startswith("_ZN3iom16flash_fwd_kernelINS_4bf16ELi128ELi128ELi4ELi1ELi64ELb1ELb0ELb0ELi0EEE")
+    # (the defaulted window flag, IS_LOCAL, score modifiers, MODS, and the tail split, SPLIT, are in the mangled name)
+    assert mod.symbol(name).startswith("_ZN3iom16flash_fwd_kernelINS_4bf16ELi128ELi128ELi4ELi1ELi64ELb1ELb0ELb0ELi0ELb0EEE")
     assert mod.symbol(name).encode() in mod.cubin
     mods = unfused.module(matmul_sm80.SHIPPED[0], "fp16", "sm_80")
     assert all(mods.symbol(n).encode() in mods.cubin for n in codegen.unfused_kernels(matmul_sm80.SHIPPED[0], "fp16"))

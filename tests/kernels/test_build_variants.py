@@ -79,3 +79,33 @@ def test_wgmma_variants_spill_exactly_where_not_offered(tmp_path):
         if r["spill_stores"] or r["stack"]:
             spilled.add((cfg, _features(c, w, m)))
     assert spilled == set(family90.FAMILY.spilling_variants)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_mma_sync_tail_split_variants_spill_only_where_kept_plain(tmp_path, arch):
+    """The tail split's variant (SPLIT, kernels/flash_sm80.py) of every shipped config, and its merge kernel:
+    only the configs whose launches keep the plain grid (SPLIT_SPILLING) may spill, and those do on sm_80."""
+    from kernels.flash_sm80 import SPLIT_SPILLING
+
+    names, lines = {}, []
+    for cfg in family.SHIPPED:
+        names[cfg] = codegen.flash_sm80_kernel(cfg, "bf16", False, split=True)
+        lines.append(f"template __global__ void {names[cfg]}({codegen._FLASH_PARAMS.format(T='iom::bf16')});")
+    merges = sorted({codegen.flash_sm80_merge_kernel(c, "bf16") for c in family.SHIPPED})
+    lines += [f"template __global__ void {m}(const float*, const float*, iom::bf16*, float*, long long, long long, "
+              "long long, int, int, int, int, int);" for m in merges]
+    units = ['#include "flash_fwd_sm80.cuh"\n' + "\n".join(half) + "\n" for half in _halves(lines)]
+    ptxas = _ptxas(units, arch, tmp_path, "split")
+    assert len(ptxas) == len(names) + len(merges)
+    spills = {cfg for cfg in names
+              if next(r for k, r in ptxas.items() if "flash_fwd_kernel" in k and _mangled(cfg) in k)["spill_stores"]}
+    assert spills <= set(SPLIT_SPILLING), spills
+    if arch == "sm_80":
+        assert spills == set(SPLIT_SPILLING)
+    assert not any(r["spill_stores"] for k, r in ptxas.items() if "merge" in k)
+
+
+def _mangled(cfg) -> str:
+    """The split variant's template arguments as the Itanium mangling spells them."""
+    return (f"ELi{cfg.block_m}ELi{cfg.block_n}ELi{cfg.warps}ELi{cfg.stages}ELi{cfg.head_dim}"
+            "ELb0ELb0ELb0ELi0ELb1E")
