@@ -115,10 +115,11 @@ SHIPPED: tuple[Sm90Config, ...] = (
 #: lists below are ptxas's, variant by variant).
 SPILLING = (
     spilling(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
+    + spilling(Sm90Config(128, 112, 2, 192, 2), "window softcap alibi")
     + spilling(Sm90Config(128, 80, 2, 256, 2), "causal window alibi", "causal window softcap alibi", "causal alibi",
                "causal softcap alibi", "window alibi", "window softcap alibi", "alibi", "softcap alibi")
     + spilling(Sm90Config(128, 160, 2, 128, 2), "causal window alibi", "causal window softcap alibi",
-               "window alibi", "window softcap alibi")
+               "window softcap alibi")
     + spilling(Sm90Config(128, 176, 2, 128, 2), "causal window softcap", "causal window alibi",
                "causal window softcap alibi", "window alibi", "window softcap alibi")
     + spilling(Sm90Config(128, 176, 2, 96, 2), "causal window softcap alibi")
