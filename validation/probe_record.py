@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "config_rows", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -37,6 +37,20 @@ def timed_rows(timer, fns, labels, inputs, rounds: int = 5, queue_ahead: bool = 
              f"min_{unit}": None if isinstance(r, Exception) else r.min_s * scale} for lab, r in zip(labels, out)]
 
 
+def checked_rows(timer, fns, labels, sets, peer, tol: float = 0.05, **fields) -> list[dict]:
+    """Callables checked, then timed beside a peer, as the probes of variants do: each of `fns` (labelled
+    `labels`) against the peer's output on the first input set (max |diff| under `tol`, else SystemExit), then
+    all of them and the peer timed together (``timed_rows``, `fields` passed on: rounds, labels of the shape).
+    `peer`: (label, callable(q, k, v)).  Rows in the order of `fns`, the peer's last."""
+    peer_label, peer_fn = peer
+    ref = peer_fn(*sets[0]).float()
+    for f, label in zip(fns, labels):
+        err = (f(*sets[0]).float() - ref).abs().max().item()
+        if err > tol:
+            raise SystemExit(f"{label}: max abs diff {err}")
+    return timed_rows(timer, [*fns, peer_fn], [*labels, peer_label], sets, **fields)
+
+
 def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float = 0.05, **fields) -> list[dict]:
     """Forward configs of a family against a peer, as the config probes time them: each config
     (``kernels.run(family, ...)``) checked against the peer's output on the first input set (max |diff| under
@@ -47,21 +61,9 @@ def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float
     from iomodel import api, families
 
     fam, causal = families.get(family), shape["causal"]
-    peer_label, peer_fn = peer
-    ref = peer_fn(*sets[0]).float()
-    fns, labels, preds = [], [], []
-    for cfg in configs:
-        f = (lambda c: lambda q, k, v: kernels.run(family, q, k, v, causal=causal, config=c))(cfg)
-        err = (f(*sets[0]).float() - ref).abs().max().item()
-        if err > tol:
-            raise SystemExit(f"{cfg}: max abs diff {err}")
-        fns.append(f)
-        labels.append(fam.label(cfg))
-        preds.append(api.predict(family, "h100-sxm", shape, cfg).time_s * 1e3)
-    fns.append(peer_fn)
-    labels.append(peer_label)
-    preds.append(None)
-    timed = timed_rows(timer, fns, labels, sets, **fields)
+    fns = [(lambda c: lambda q, k, v: kernels.run(family, q, k, v, causal=causal, config=c))(cfg) for cfg in configs]
+    timed = checked_rows(timer, fns, [fam.label(cfg) for cfg in configs], sets, peer, tol, **fields)
+    preds = [api.predict(family, "h100-sxm", shape, cfg).time_s * 1e3 for cfg in configs] + [None]
     return [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
 
 

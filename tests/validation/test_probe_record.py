@@ -90,3 +90,15 @@ def test_config_rows_check_then_time_each_config_beside_the_peer(monkeypatch):
     off[cfgs[1]] = 0.5   # a config off the peer's output stops the probe before any timing
     with pytest.raises(SystemExit, match="max abs diff 0.5"):
         probe_record.config_rows(timer, "flash_sm80", cfgs, shape, [(1.0, 0, 0)], ("peer", lambda q, k, v: _T(q)))
+
+
+def test_checked_rows_check_every_callable_then_time_them_beside_the_peer():
+    from validation.timing import FakeTimer
+
+    timer = FakeTimer(lambda fn, inputs: 2e-3, repeats=3, noise=0.0)
+    fns = [lambda q, k, v: _T(q), lambda q, k, v: _T(q + 0.01)]
+    rows = probe_record.checked_rows(timer, fns, ["a", "b"], [(1.0, 0, 0)], ("peer", lambda q, k, v: _T(q)), d=64)
+    assert [r["impl"] for r in rows] == ["a", "b", "peer"] and all(r["median_ms"] == 2.0 and r["d"] == 64 for r in rows)
+    with pytest.raises(SystemExit, match="b: max abs diff 0.5"):
+        probe_record.checked_rows(timer, [fns[0], lambda q, k, v: _T(q + 0.5)], ["a", "b"], [(1.0, 0, 0)],
+                                  ("peer", lambda q, k, v: _T(q)))
