@@ -54,7 +54,7 @@ def merge_kernel(index: int, cfg, dtype: str) -> driver.Kernel:
                          codegen.flash_sm80_merge_kernel(cfg, dtype), 0)
 
 
-#: Configs whose tail-split variant spills (sm_80, nvcc 13.0: 20 bytes; tests/kernels/test_build_sm80.py): their
+#: Configs whose tail-split variant spills (sm_80, nvcc 13.0: 20 bytes; tests/kernels/test_build_variants.py): their
 #: launches keep the plain grid, a whole last wave (the model, which splits every config alike, is that much
 #: optimistic there).
 SPLIT_SPILLING = (FlashConfig(256, 64, 4, 3, 32),)
@@ -116,6 +116,12 @@ def causal_section_heads(heads: int, group: int, m_blocks: int, slots: int) -> i
     return min(whole, key=lambda p: (abs(p - target), p))
 
 
+def _resident_slots(call, kern) -> int:
+    """Blocks of the compiled kernel resident on the whole GPU at once (the driver's occupancy)."""
+    return driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
+        kern, call.config.threads, call.smem)
+
+
 def plan(q, k, v, causal: bool = False, config=None, scale=None, window=None, mods=None) -> "Launch":
     """The checked launch of a call's signature (its arguments as :func:`attention`'s)."""
     return Launch(q, k, v, prepare(FAMILY, q, k, v, causal, config, scale, window, mods), window, mods)
@@ -144,8 +150,7 @@ class Launch:
         self.split = None
         splittable = not s["causal"] and not local and not mods.bits and cfg not in SPLIT_SPILLING
         if splittable:   # the tail split: a last partial wave's tiles in pieces (tail_split), merged after
-            slots = driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
-                kern, cfg.threads, call.smem)
+            slots = _resident_slots(call, kern)
             pieces = tail_split(m_blocks * H * B, slots, math.ceil(N_k / cfg.block_n))
             if pieces > 1:
                 self.split = _Split(call, m_blocks * H * B, slots, pieces, o_strides)
@@ -153,8 +158,7 @@ class Launch:
                 grid = (self.split.grid, 1, 1)
         split_args = self.split.kernel_args() if self.split else [i32(0), i32(1), driver.ptr(None), driver.ptr(None)]
         if s["causal"] and not local:   # the kernel's sectioned grid: (heads a section, query tiles, sections)
-            slots = driver.device_props(call.device).multi_processor_count * driver.blocks_per_sm(
-                kern, cfg.threads, call.smem)
+            slots = _resident_slots(call, kern)
             if m_blocks > GRID_YZ_MAX:   # the shipped configs' limit is the family's launch_problem
                 raise ValueError(f"causal attention with block_m {cfg.block_m} takes at most "
                                  f"{GRID_YZ_MAX * cfg.block_m} query rows (grid y holds the query tiles), got {N_q}")

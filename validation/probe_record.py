@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -65,6 +65,27 @@ def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float
     timed = checked_rows(timer, fns, [fam.label(cfg) for cfg in configs], sets, peer, tol, **fields)
     preds = [api.predict(family, "h100-sxm", shape, cfg).time_s * 1e3 for cfg in configs] + [None]
     return [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
+
+
+def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:
+    """The probes' closing table: rows grouped by their `keys` fields (in order of first appearance), each group a
+    line for its peer (the row where ``is_peer(row)``) and one a row beside it: median and minimum in ms, the
+    peer's median over the row's, and the model's ``predicted_ms`` where the row has one."""
+    lines, seen = [], []
+    for r in rows:
+        key = tuple(r[k] for k in keys)
+        if key not in seen:
+            seen.append(key)
+    for key in seen:
+        group = [r for r in rows if tuple(r[k] for k in keys) == key]
+        peer = next(r for r in group if is_peer(r))
+        lines.append(f"{dict(zip(keys, key))}: {peer['impl']} {peer['median_ms']:.4f} ms (min {peer['min_ms']:.4f})")
+        for r in group:
+            if r is not peer:
+                pred = f"  predicted {r['predicted_ms']:.4f}" if r.get("predicted_ms") else ""
+                lines.append(f"   {r['impl']:34} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  "
+                             f"{peer['impl']}/this {peer['median_ms'] / r['median_ms']:.3f}{pred}")
+    return lines
 
 
 def load(path: str, *argv: str):

@@ -383,11 +383,11 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
             const float mine = row_max[mt][hh];
             row_sum[mt][hh] = (total > 0.f && mine != neg_inf()) ? ex2((mine - M) * scale_log2) / total : 0.f;
             if (warp == 0 && (lane & 3) == 0 && pr.valid(r)) {
-                const float row_lse = total > 0.f ? M * scale + logf(total) : neg_inf();
+                const float lse_row = row_lse(M, total, scale);
                 const int h = hk * group + pr.head_in_group(r), i = pr.query(r);
                 const i64 at = ((i64)b * H + h) * N_q + i;
-                if (parts == 1) lse[at] = row_lse;
-                else lpart[(i64)part * gridDim.z * H * N_q + at] = row_lse;
+                if (parts == 1) lse[at] = lse_row;
+                else lpart[(i64)part * gridDim.z * H * N_q + at] = lse_row;
             }
         }
     auto store_weighted = [&](u32 region, bool add) {

@@ -88,11 +88,11 @@ __device__ __forceinline__ void section_head(int H, int& b, int& h) {
 // instead of keeping the tile's coordinates live through the key loop (128x128 s1 at d = 64 spilled with them).
 template <int BLOCK_M>
 __device__ __forceinline__ void split_tile(int N_q, int H, int whole, int pieces, int& m_block, int& h, int& b,
-                                           int& piece) {
+                                           int& t, int& piece) {
     u32 ux;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(ux));
     const int x = (int)ux;
-    int t = x;
+    t = x;
     piece = -1;
     if (x >= whole) {
         t = whole + (x - whole) / pieces;
@@ -125,7 +125,7 @@ __device__ __forceinline__ void split_partials(float* op, float* lp, const float
             for (int dt = 0; dt < DT; ++dt)
                 *reinterpret_cast<float2*>(orow + dt * 8) =
                     make_float2(acc_o[mt][dt][2 * hh] * inv, acc_o[mt][dt][2 * hh + 1] * inv);
-            if ((lane & 3) == 0) lp[r] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
+            if ((lane & 3) == 0) lp[r] = row_lse(row_max[mt][hh], l, scale);
         }
     }
 }
@@ -177,9 +177,9 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     static_assert(!SPLIT || (!IS_CAUSAL && !IS_VARLEN && !IS_LOCAL && MODS == 0),
                   "the tail split takes tiles of one length, without score modifiers");
     int m_block, h, b;
-    int piece = -1;   // SPLIT: this block's piece of a tail tile (-1: a whole tile)
+    int tile, piece = -1;   // SPLIT: this block's tile (linear) and its piece of a tail tile (-1: a whole tile)
     if constexpr (SPLIT) {
-        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, piece);
+        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, tile, piece);
     } else if constexpr (SECTIONED) {
         section_head(H, b, h);
         m_block = (int)(gridDim.y - 1 - blockIdx.y);
@@ -386,12 +386,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // ---- epilogue: normalise, write O (registers -> global) and L ------------
     if constexpr (SPLIT) {
         // the block's tile and piece again (split_tile: not held through the key loop), and O's and the LSE's rows
-        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, piece);
+        split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, tile, piece);
         m0 = m_block * BLOCK_M;
         og = o + (i64)b * o_sb + (i64)h * o_sh;
         lg = lse + ((i64)b * H + h) * N_q;
         if (piece >= 0) {   // a piece: its fp32 O and LSE into the partials, for flash_fwd_merge_kernel
-            const int tail = ((int)blockIdx.x - split_whole) / split_pieces;   // the tile among the split ones
+            const int tail = tile - split_whole;   // the tile among the split ones
             const i64 rows = (i64)(((int)gridDim.x - split_whole) / split_pieces) * BLOCK_M;
             split_partials<MT, DT, HEAD_DIM>(opart + ((i64)piece * rows + (i64)tail * BLOCK_M) * HEAD_DIM,
                                              lpart + (i64)piece * rows + (i64)tail * BLOCK_M, acc_o, row_max,
@@ -436,7 +436,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
                     *reinterpret_cast<u32*>(orow + dt * 8) =
                         E::pack(acc_o[mt][dt][2 * hh] * inv, acc_o[mt][dt][2 * hh + 1] * inv);
             }
-            if (row < N_q && (lane & 3) == 0) lg[row] = (l > 0.f) ? row_max[mt][hh] * scale + logf(l) : neg_inf();
+            if (row < N_q && (lane & 3) == 0) lg[row] = row_lse(row_max[mt][hh], l, scale);
         }
     }
 }

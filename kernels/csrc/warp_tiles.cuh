@@ -115,6 +115,12 @@ __device__ __forceinline__ float quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// A row's natural-log LSE from its max (raw-score units) and its summed exponentials (the sum against that max); -inf for a row
+// that saw no key.
+__device__ __forceinline__ float row_lse(float row_max, float l, float scale) {
+    return (l > 0.f) ? row_max * scale + logf(l) : neg_inf();
+}
+
 // A row's max over its running max and its scores (mt, hh), reduced over the 4 lanes that hold the row.
 template <int MT, int NT>
 __device__ __forceinline__ float chunk_row_max(const float (&s)[MT][NT][4], int mt, int hh, float running) {

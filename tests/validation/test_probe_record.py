@@ -102,3 +102,14 @@ def test_checked_rows_check_every_callable_then_time_them_beside_the_peer():
     with pytest.raises(SystemExit, match="b: max abs diff 0.5"):
         probe_record.checked_rows(timer, [fns[0], lambda q, k, v: _T(q + 0.5)], ["a", "b"], [(1.0, 0, 0)],
                                   ("peer", lambda q, k, v: _T(q)))
+
+
+def test_peer_table_groups_rows_by_shape_with_each_ratio_to_its_peer():
+    rows = [{"d": 64, "impl": "a", "median_ms": 2.0, "min_ms": 1.9, "predicted_ms": 2.1},
+            {"d": 64, "impl": "peer", "median_ms": 3.0, "min_ms": 2.9},
+            {"d": 128, "impl": "peer", "median_ms": 1.0, "min_ms": 1.0},
+            {"d": 128, "impl": "b", "median_ms": 2.0, "min_ms": 2.0}]
+    lines = probe_record.peer_table(rows, ("d",), lambda r: r["impl"] == "peer")
+    assert lines[0].startswith("{'d': 64}: peer 3.0000 ms") and "peer/this 1.500  predicted 2.1000" in lines[1]
+    assert lines[2].startswith("{'d': 128}: peer") and "peer/this 0.500" in lines[3] and "predicted" not in lines[3]
+    assert len(lines) == 4

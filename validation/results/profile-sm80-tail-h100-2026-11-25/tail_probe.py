@@ -54,11 +54,4 @@ for d, H, N, B, cfgs in SHAPES:
     print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
 
 probe_record.write("tail.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm80-tail-h100-2026-11-25/tail_probe.py")
-for d, H, N, B, _ in SHAPES:
-    rs = [r for r in rows if (r["d"], r["N"]) == (d, N)]
-    peer = [r for r in rs if r["impl"] == "sdpa_flash"][0]
-    print(f"d{d} N{N} B{B} H{H}: FA2 {peer['median_ms']:.4f} ms")
-    for r in rs:
-        if r is not peer:
-            pred = f"  predicted {r['predicted_ms']:.4f}" if r.get("predicted_ms") else ""
-            print(f"   {r['impl']:24} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  FA2/ours {peer['median_ms'] / r['median_ms']:.3f}{pred}")
+print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "H"), lambda r: r["impl"] == "sdpa_flash")))

@@ -47,10 +47,4 @@ for d, H, N, B, c in SHAPES:
 
 probe_record.write("rotate.json", rows,
                    "PYTHONPATH=. python3 validation/results/profile-sm90-schedule-h100-2026-11-25/rotate_probe.py")
-for d, H, N, B, c in SHAPES:
-    rs = [r for r in rows if (r["d"], r["N"]) == (d, N)]
-    peer = [r for r in rs if r["impl"] == "sdpa_cudnn"][0]
-    print(f"d{d} N{N} B{B} H{H}: cuDNN {peer['median_ms']:.4f} ms")
-    for r in rs:
-        if r is not peer:
-            print(f"   {r['impl']:28} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  cuDNN/ours {peer['median_ms'] / r['median_ms']:.3f}")
+print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "H"), lambda r: r["impl"] == "sdpa_cudnn")))

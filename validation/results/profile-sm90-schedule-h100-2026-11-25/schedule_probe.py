@@ -70,10 +70,4 @@ for d, H, N, B in ((64, 31, 32768, 1), (64, 32, 32768, 1), (64, 33, 32768, 1), (
 
 probe_record.write("schedule.json", rows,
                    "PYTHONPATH=. python3 validation/results/profile-sm90-schedule-h100-2026-11-25/schedule_probe.py")
-for key in sorted({(r["kernel"], r["d"], r["N"], r["B"], r["H"]) for r in rows}):
-    rs = [r for r in rows if (r["kernel"], r["d"], r["N"], r["B"], r["H"]) == key]
-    peer = [r for r in rs if r["impl"].startswith("sdpa")][0]
-    print(f"{key}: {peer['impl']} {peer['median_ms']:.4f} ms")
-    for r in rs:
-        if r is not peer:
-            print(f"   {r['impl']:28} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  peer/ours {peer['median_ms'] / r['median_ms']:.3f}")
+print("\n".join(probe_record.peer_table(rows, ("kernel", "d", "N", "B", "H"), lambda r: r["impl"].startswith("sdpa"))))
