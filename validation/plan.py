@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
 from iomodel.algo_peers import algo_of
+from iomodel.problems import variant_features
 from iomodel.results import config_dict, config_label, shape_label
 from .features import has_features
 
@@ -65,10 +66,14 @@ class KernelFamily:
         return cls(name, _registry.get(name).shipped, run)
 
     def configs_for(self, shape: Mapping[str, Any]) -> list[Any]:
-        """The configs that fit ``shape``: the fields the family binds to it (head_dim = d) match."""
-        bound = _registry.get(self.name).bound
+        """The configs that fit ``shape``: the fields the family binds to it (head_dim = d) match, and the
+        kernels offer their variant for the shape's features (causal, a window, score modifiers: not one the
+        family lists as spilling, as ``kernels`` picks from ``shipped_for``)."""
+        fam = _registry.get(self.name)
+        feats = variant_features(shape) if fam.spilling_variants else frozenset()
         return [c for c in self.configs
-                if all(config_dict(c).get(fld, shape[key]) == shape[key] for fld, key in bound.items())]
+                if all(config_dict(c).get(fld, shape[key]) == shape[key] for fld, key in fam.bound.items())
+                and (c, feats) not in fam.spilling_variants]
 
 
 @dataclass

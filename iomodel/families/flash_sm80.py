@@ -114,19 +114,27 @@ def _eager_diagram(causal: bool, gqa: bool):
     return _diagram(causal, gqa, stale_max=0.0)
 
 
-#: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not offered: the configs at
-#: 255 registers (128-row tiles of four warps: a 32 x 128 score tile per warp at d = 64, the 32 x 128 output
-#: at d = 128; 64 rows a warp at d = 32) have no room for some of a window's bounds, a softcap's tanh and
-#: ALiBi's distances; which ones moved with the 16-byte O stores and again with the stale max (2026-11-25).
+#: Variants whose ptxas report spills on sm_80 (tests/kernels/test_build_variants.py; the plain and causal
+#: ones tests/kernels/test_build_sm80.py), not offered: the configs at 255 registers (128-row tiles of four
+#: warps: a 32 x 128 score tile per warp at d = 64, the 32 x 128 output at d = 128; 64 rows a warp at d = 32;
+#: d = 256's output tiles) have no room for some of a window's bounds, a softcap's tanh and ALiBi's distances.
+#: Which ones moved with the 16-byte O stores, with the stale max and again with the K fragments' B^T order
+#: (2026-11-25, warp_tiles.cuh bt_delta: ptxas runs the loads further ahead), which also made two causal
+#: variants spill (128x128 s1 at d = 64, 8 bytes; 128x96 w8 s1 at d = 256, 4): their s2 / 64-row neighbours
+#: take those shapes.
 SPILLING = (
-    spilling(FlashConfig(128, 128, 4, 1, 64), "window", "alibi", "window softcap", "window alibi", "causal window",
-             "softcap alibi", "causal alibi", "causal window softcap", "causal window alibi", "causal softcap alibi",
-             "window softcap alibi", "causal window softcap alibi")
-    + spilling(FlashConfig(128, 128, 4, 2, 64), "softcap", "causal softcap", "window alibi")
-    + spilling(FlashConfig(128, 64, 4, 2, 128), "window softcap", "causal window softcap", "window softcap alibi",
-               "causal window softcap alibi")
-    + spilling(FlashConfig(256, 64, 4, 3, 32), "window softcap", "window softcap alibi", "causal softcap",
-               "causal window softcap", "causal window softcap alibi")
+    spilling(FlashConfig(128, 128, 4, 1, 64), "causal", "softcap", "causal softcap", "causal alibi",
+             "causal softcap alibi", "window alibi", "window softcap alibi", "causal window", "causal window softcap",
+             "causal window alibi", "causal window softcap alibi")
+    + spilling(FlashConfig(128, 128, 4, 2, 64), "window", "window alibi", "window softcap alibi", "causal window",
+               "causal window alibi", "causal window softcap alibi")
+    + spilling(FlashConfig(128, 64, 4, 2, 128), "alibi", "softcap alibi", "causal alibi", "causal softcap alibi",
+               "window", "window softcap", "causal window", "causal window softcap")
+    + spilling(FlashConfig(256, 64, 4, 3, 32), "window softcap", "window alibi", "causal window softcap",
+               "causal window alibi")
+    + spilling(FlashConfig(128, 96, 8, 1, 256), "causal")
+    + spilling(FlashConfig(64, 64, 4, 1, 256), "causal softcap", "window alibi", "window softcap alibi",
+               "causal window alibi", "causal window softcap alibi")
 )
 
 

@@ -85,6 +85,7 @@ flash_bwd_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* _
     }
     u32 xo[4];
     lane_offsets<ROW_BYTES>(lane, xo);
+    const u32 bt = bt_delta<ROW_BYTES>(lane);   // B^T operands' offsets: xo + bt (warp_tiles.cuh)
     const int col_lane = 2 * (lane & 3);
     const u32 q_warp = sQ + (u32)(warp * 16) * ROW_BYTES;
     const u32 o_warp = sO + (u32)(warp * 16) * ROW_BYTES;
@@ -97,7 +98,7 @@ flash_bwd_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* _
         __syncthreads();
         float s[1][NK][4];
         zero(s);
-        mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(s, q_warp, sK, xo);
+        mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(s, q_warp, sK, xo, bt);
         const int c0 = j * BLOCK_K;
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -117,7 +118,7 @@ flash_bwd_dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* _
         {
             float dp[1][NK][4];
             zero(dp);
-            mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(dp, o_warp, sV, xo);
+            mma_abt<T, 1, BLOCK_K, HEAD_DIM, ROW_BYTES>(dp, o_warp, sV, xo, bt);
 #pragma unroll
             for (int nt = 0; nt < NK; ++nt)
 #pragma unroll

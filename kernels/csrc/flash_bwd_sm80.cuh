@@ -165,6 +165,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
     u32 xo[4];
     lane_offsets<ROW_BYTES>(lane, xo);
+    const u32 bt = bt_delta<ROW_BYTES>(lane);   // B^T operands' offsets: xo + bt (warp_tiles.cuh)
     const int col_lane = 2 * (lane & 3);
     const u32 k_warp = sK + (u32)warp_k0 * ROW_BYTES;
     const u32 v_warp = sV + (u32)warp_k0 * ROW_BYTES;
@@ -192,7 +193,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // ---- S^T = K Q^T, then P^T (masked: causal diagonal, key tail) --------------------------
         float s[MT][NQ][4];
         zero(s);
-        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, k_warp, sQ + (u32)warp_q0 * ROW_BYTES, xo);
+        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, k_warp, sQ + (u32)warp_q0 * ROW_BYTES, xo, bt);
         const bool mask = (n0 + BLOCK_K > N_k) || (IS_CAUSAL && q0 < n0 + BLOCK_K - 1 - diag);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -225,7 +226,7 @@ flash_bwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 
         // ---- dP^T = V dO^T; dS^T = P^T (dP^T - D) ------------------------------------------------
         zero(s);
-        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, v_warp, sO + (u32)warp_q0 * ROW_BYTES, xo);   // s = dP^T
+        mma_abt<T, MT, SQ, HEAD_DIM, ROW_BYTES>(s, v_warp, sO + (u32)warp_q0 * ROW_BYTES, xo, bt);   // s = dP^T
         {
             float p[MT][NQ][4];
             if constexpr (P_IN_REGS) from_a<T, MT, NQ>(pa, p);

@@ -292,6 +292,7 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
 
     u32 xo[4];
     lane_offsets<ROW_BYTES>(lane, xo);
+    const u32 bt = bt_delta<ROW_BYTES>(lane);   // B^T operands' offsets: xo + bt (warp_tiles.cuh)
     // one m16 tile of rows: its Q fragments stay in registers (32 at d = 128) instead of being read again
     // from SMEM for every chunk; two tiles would not leave the registers for it
     constexpr bool Q_IN_REGS = MT == 1;
@@ -331,9 +332,9 @@ flash_decode_kernel(const T* __restrict__ q, const T* __restrict__ kc, const T* 
         float s[MT][NT][4];
         zero(s);
         if constexpr (Q_IN_REGS)
-            mma_rbt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo);
+            mma_rbt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo, bt);
         else
-            mma_abt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, sQ, sK, xo);
+            mma_abt<T, MT, KW, HEAD_DIM, ROW_BYTES>(s, sQ, sK, xo, bt);
         if (j * BLOCK_N + warp * KW + KW > mask_from)
             mask_scores<MT, NT, CAUSAL>(s, j * BLOCK_N + key_lane, L, row_last);
         u32 pa[MT][NT / 2][4];

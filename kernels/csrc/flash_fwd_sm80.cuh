@@ -83,6 +83,17 @@ __device__ __forceinline__ void section_head(int H, int& b, int& h) {
     b = bh / H;
 }
 
+// The (batch, head) of a block of the other grids (y = head, z = batch), from fresh reads of %ctaid (asm
+// volatile, as section_head): the epilogue's O and LSE row pointers come from them again instead of being held
+// through the key loop.
+__device__ __forceinline__ void grid_head(int& b, int& h) {
+    u32 y, z;
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(y));
+    asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+    h = (int)y;
+    b = (int)z;
+}
+
 // The tile (and piece, -1 for a whole tile) of a block of the tail split's 1-D grid (SPLIT above), from a
 // read of %ctaid.x the compiler may not merge with an earlier one (asm volatile): the epilogue calls it again
 // instead of keeping the tile's coordinates live through the key loop (128x128 s1 at d = 64 spilled with them).
@@ -191,15 +202,13 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const int hk = h / group;
     int m0 = m_block * BLOCK_M;   // (SPLIT: set again at the epilogue)
     int N_q = N_q_arg, N_k = N_k_arg;
-    i64 q_at = (i64)b * q_sb, k_at = (i64)b * k_sb, v_at = (i64)b * v_sb, o_at = (i64)b * o_sb;
-    i64 l_at = ((i64)b * H + h) * N_q;
+    i64 q_at = (i64)b * q_sb, k_at = (i64)b * k_sb, v_at = (i64)b * v_sb;
     if constexpr (IS_VARLEN) {
         const int q0 = cu_q[b], k0 = cu_k[b];
         N_q = cu_q[b + 1] - q0;
         N_k = cu_k[b + 1] - k0;
         if (m0 >= N_q) return;   // a tile past this sequence's rows
-        q_at = (i64)q0 * q_sn, k_at = (i64)k0 * k_sn, v_at = (i64)k0 * v_sn, o_at = (i64)q0 * o_sn;
-        l_at = (i64)h * N_q_arg + q0;
+        q_at = (i64)q0 * q_sn, k_at = (i64)k0 * k_sn, v_at = (i64)k0 * v_sn;
     }
     if constexpr (SPLIT) {
         if (piece >= 0) {   // a piece is attention over its share of the key chunks: K and V from its first key
@@ -218,8 +227,20 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const T* qg = q + q_at + (i64)h * q_sh;
     const T* kg = k + k_at + (i64)hk * k_sh;
     const T* vg = v + v_at + (i64)hk * v_sh;
-    T* og = o + o_at + (i64)h * o_sh;   // the sectioned grid computes both again at the epilogue
-    float* lg = lse + l_at;
+    // O's and the LSE's rows of (b, h) (varlen: of sequence b); the epilogue computes them again (below)
+    auto out_rows = [&](int b_, int h_, T*& og_, float*& lg_) {
+        i64 oa = (i64)b_ * o_sb, la = ((i64)b_ * H + h_) * N_q;
+        if constexpr (IS_VARLEN) {
+            const int q0 = cu_q[b_];
+            oa = (i64)q0 * o_sn;
+            la = (i64)h_ * N_q_arg + q0;
+        }
+        og_ = o + oa + (i64)h_ * o_sh;
+        lg_ = lse + la;
+    };
+    T* og;
+    float* lg;
+    out_rows(b, h, og, lg);
 
     int n_blocks = (N_k + BLOCK_N - 1) / BLOCK_N;
     if (IS_CAUSAL) {
@@ -291,12 +312,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     }
 
     // ---- per-thread ldmatrix offsets ------------------------------------------
-    // Every x4 ldmatrix here (Q as A; K as B, V as B via .trans) has lane l
-    // address row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4) (K: matrices
-    // ordered keys 0-7 / keys 8-15 / then the upper 8 dims).  Tile rows start at
-    // multiples of 8, so the swizzle key is row & 7 == l & 7 for all three, and the
-    // physical chunk is (2*kk) ^ x with x = (l >> 4) ^ (l & 7): four per-thread byte
-    // offsets xo[kk & 3] plus the immediate (kk >> 2) * 128 cover every kk.
+    // Every x4 ldmatrix here reads four 8x8 matrices of a 16-row block: Q as A (and V as B via .trans) with
+    // lane l addressing row (l & 15) and chunk 2*kk + (l >> 4); K as B^T with row (l & 7) + 8 * (l >> 4) and
+    // chunk 2*kk + ((l >> 3) & 1), so that each n8 tile's pair of registers comes out adjacent (warp_tiles.cuh
+    // bt_delta).  Tile rows start at multiples of 8, so the swizzle key is row & 7 == l & 7 for all, and the
+    // physical chunk is (2*kk) ^ x with x the lane's chunk bit ^ (l & 7): four per-thread byte offsets
+    // xo[kk & 3] plus the immediate (kk >> 2) * 128 cover every kk, and K's are those plus one more, bt.
     u32 xo[4];
     lane_offsets<ROW_BYTES>(lane, xo);
     const u32 q_base = sQ + (u32)(warp * ROWS_PER_WARP) * ROW_BYTES;
@@ -342,7 +363,8 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // ---- S = Q K_j^T ----------------------------------------------------
         float s[MT][NT][4];
         zero(s);
-        mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo);
+        // K's offsets xo + bt from a fresh lane read each chunk (lane_now): a register less through the loop
+        mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
 
         const int n0 = (IS_LOCAL ? j0 + j : j) * BLOCK_N;
         if constexpr (MODS != 0) score_mods<MODS, MT, NT>(s, softcap_mul, slope, (float)(dist_row - n0));
@@ -388,8 +410,7 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // the block's tile and piece again (split_tile: not held through the key loop), and O's and the LSE's rows
         split_tile<BLOCK_M>(N_q_arg, H, split_whole, split_pieces, m_block, h, b, tile, piece);
         m0 = m_block * BLOCK_M;
-        og = o + (i64)b * o_sb + (i64)h * o_sh;
-        lg = lse + ((i64)b * H + h) * N_q;
+        out_rows(b, h, og, lg);
         if (piece >= 0) {   // a piece: its fp32 O and LSE into the partials, for flash_fwd_merge_kernel
             const int tail = tile - split_whole;   // the tile among the split ones
             const i64 rows = (i64)(((int)gridDim.x - split_whole) / split_pieces) * BLOCK_M;
@@ -399,13 +420,16 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             return;
         }
     }
+    // b and h again, from fresh reads of the block's coordinates, and O's and the LSE's rows from them: held
+    // through the key loop, the sectioned grid's (from a division, which ptxas does not recompute) made 128x128
+    // s2 at d = 64 spill on sm_80, and the plain grid's row pointers 128x128 s1 at d = 64 (once the K fragments
+    // came in the B^T order, warp_tiles.cuh bt_delta)
     if constexpr (SECTIONED) {
-        // the sectioned grid's b and h again, from fresh reads of the block's coordinates: held through
-        // the key loop (they come from a division, which ptxas does not recompute), O's and the LSE's
-        // row pointers made 128x128 s2 at d = 64 spill on sm_80
         section_head(H, b, h);
-        og = o + (i64)b * o_sb + (i64)h * o_sh;
-        lg = lse + ((i64)b * H + h) * N_q;
+        out_rows(b, h, og, lg);
+    } else if constexpr (!SPLIT) {
+        grid_head(b, h);
+        out_rows(b, h, og, lg);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {

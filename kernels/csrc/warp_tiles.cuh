@@ -10,7 +10,9 @@ namespace iom {
 
 // Per-lane ldmatrix offsets of a tile whose rows are HEAD_DIM 16-bit values (flash_fwd_sm80.cuh says why):
 // lane l addresses row (l & 15) of a 16-row block and chunk 2*kk + (l >> 4); xo[kk & 3] + (kk >> 2) * 128
-// is the byte offset for k16 step kk.
+// is the byte offset for k16 step kk.  The x4's registers come out in the A operand's order: (rows 0-7,
+// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15); the .trans B loads (mma_rb) use them
+// too, each n8 tile's pair of registers then adjacent.
 template <int ROW_BYTES>
 __device__ __forceinline__ void lane_offsets(int lane, u32 (&xo)[4]) {
     const u32 lane_off = (u32)(lane & 15) * ROW_BYTES;
@@ -19,8 +21,35 @@ __device__ __forceinline__ void lane_offsets(int lane, u32 (&xo)[4]) {
     for (int i = 0; i < 4; ++i) xo[i] = lane_off + (u32)(((2 * i) ^ x) << 4);
 }
 
+// The B^T operand's offsets (mma_bt_step: rows are the n side) are xo[i] + bt_delta(lane): lane l addresses
+// row (l & 7) + 8 * (l >> 4) and chunk 2*kk + ((l >> 3) & 1), so the x4's registers come out (rows 0-7,
+// k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 0-7), (rows 8-15, k 8-15): each n8 tile's two B registers
+// adjacent, as HMMA reads them.  In the A order ptxas paired them with two register moves an n8 tile (165
+// moves a chunk a warp at d = 192, a fifth of the forward's instructions:
+// validation/results/profile-pipes-h100-2026-11-25).  The swizzle key is row & 7 = l & 7 in both and 2*kk
+// touches bits 1-2 of the chunk only, so the two patterns differ by one offset for every kk: a register
+// a lane instead of four.
+// The lane's index from a fresh read of %laneid (asm volatile: never merged with an earlier one), for offsets
+// a loop recomputes each time instead of holding a register through it.
+__device__ __forceinline__ int lane_now() {
+    int l;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+    return l;
+}
+
+// IOM_BT_A_ORDER (A/B runs only) builds the B^T loads in the A order again, with the moves.
+template <int ROW_BYTES>
+__device__ __forceinline__ u32 bt_delta(int lane) {
+#ifdef IOM_BT_A_ORDER
+    return 0u;
+#endif
+    const int row_a = lane & 15, row_b = (lane & 7) + ((lane >> 4) << 3);
+    const int bit_a = ((lane >> 4) ^ lane) & 1, bit_b = ((lane >> 3) ^ lane) & 1;
+    return (u32)((row_b - row_a) * ROW_BYTES + (bit_b - bit_a) * 16);
+}
+
 // One k16 step of acc[R][N/8][4] += A * B^T: A's fragments `a` (R m16 tiles) against the N rows of B at
-// b_base (ldmatrix x4, non-transposed), step kk of the KD contracted values.
+// b_base (ldmatrix x4, non-transposed; b_base already moved by bt_delta), step kk of the KD contracted values.
 template <class T, int R, int N, int ROW_BYTES>
 __device__ __forceinline__ void mma_bt_step(float (&acc)[R][N / 8][4], const u32 (&a)[R][4], u32 b_base, int kk,
                                             const u32 (&xo)[4]) {
@@ -29,25 +58,32 @@ __device__ __forceinline__ void mma_bt_step(float (&acc)[R][N / 8][4], const u32
     for (int np = 0; np < N / 16; ++np) {
         u32 b0, b1, b2, b3;
         ldsm_x4(b_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + np * 16 * ROW_BYTES), b0, b1, b2, b3);
+#ifdef IOM_BT_A_ORDER
+        const u32 t = b1;
+        b1 = b2;
+        b2 = t;
+#endif
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            E::mma(acc[r][2 * np], a[r], b0, b2);
-            E::mma(acc[r][2 * np + 1], a[r], b1, b3);
+            E::mma(acc[r][2 * np], a[r], b0, b1);
+            E::mma(acc[r][2 * np + 1], a[r], b2, b3);
         }
     }
 }
 
 // acc[R][N/8][4] += A (R m16 tiles at a_base, rows of ROW_BYTES) * B^T where B's rows (the n side) are
-// at b_base; both contract over KD (HEAD_DIM) values.  A and B non-transposed (ldmatrix x4).
+// at b_base; both contract over KD (HEAD_DIM) values.  A and B non-transposed (ldmatrix x4, A at the
+// lane_offsets offsets xo, B at xo + bt, bt = bt_delta(lane)).
 template <class T, int R, int N, int KD, int ROW_BYTES>
-__device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u32 b_base, const u32 (&xo)[4]) {
+__device__ __forceinline__ void mma_abt(float (&acc)[R][N / 8][4], u32 a_base, u32 b_base, const u32 (&xo)[4],
+                                        u32 bt) {
 #pragma unroll
     for (int kk = 0; kk < KD / 16; ++kk) {
         u32 a[R][4];
 #pragma unroll
         for (int r = 0; r < R; ++r)
             ldsm_x4(a_base + xo[kk & 3] + (u32)((kk >> 2) * 128 + r * 16 * ROW_BYTES), a[r][0], a[r][1], a[r][2], a[r][3]);
-        mma_bt_step<T, R, N, ROW_BYTES>(acc, a, b_base, kk, xo);
+        mma_bt_step<T, R, N, ROW_BYTES>(acc, a, b_base + bt, kk, xo);
     }
 }
 
@@ -63,10 +99,10 @@ __device__ __forceinline__ void load_a(u32 (&a)[R][KD / 16][4], u32 a_base, cons
                     a[r][kk][2], a[r][kk][3]);
 }
 
-// mma_abt with A from registers (load_a).
+// mma_abt with A from registers (load_a); bt = bt_delta(lane).
 template <class T, int R, int N, int KD, int ROW_BYTES>
 __device__ __forceinline__ void mma_rbt(float (&acc)[R][N / 8][4], const u32 (&a)[R][KD / 16][4], u32 b_base,
-                                        const u32 (&xo)[4]) {
+                                        const u32 (&xo)[4], u32 bt) {
 #pragma unroll
     for (int kk = 0; kk < KD / 16; ++kk) {
         u32 ak[R][4];
@@ -74,7 +110,7 @@ __device__ __forceinline__ void mma_rbt(float (&acc)[R][N / 8][4], const u32 (&a
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int e = 0; e < 4; ++e) ak[r][e] = a[r][kk][e];
-        mma_bt_step<T, R, N, ROW_BYTES>(acc, ak, b_base, kk, xo);
+        mma_bt_step<T, R, N, ROW_BYTES>(acc, ak, b_base + bt, kk, xo);
     }
 }
 

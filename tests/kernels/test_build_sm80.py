@@ -109,14 +109,25 @@ def test_every_shipped_config_compiles_without_spills(resources, arch):
             for kmajor in (False, True):
                 assert (cfg, dtype, kmajor) in mm, (arch, cfg, dtype, kmajor)
     assert sum(r["kind"] == "softmax" for r in rows) == 2
+    # the plain and causal variants the family lists as spilling (not offered) may spill, and on sm_80 (where
+    # the list is read) their bf16 builds do; nothing else spills
+    listed = {(c, f) for c, f in families.get("flash_sm80").spilling_variants if f <= {"causal"}}
+    spilled = set()
     for r in rows:
         tag = (arch, r["kind"], r["config"], r["dtype"])
-        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, ("spills", tag, r)
+        variant = (r["config"], frozenset({"causal"} if r.get("causal") else ()))
+        if r["kind"] == "flash_fwd" and variant in listed:
+            if r["dtype"] == "bf16" and r["spill_stores"]:
+                spilled.add(variant)
+        else:
+            assert r["spill_stores"] == 0 and r["spill_loads"] == 0, ("spills", tag, r)
         assert r["static_smem"] == 0, ("static smem", tag, r)     # dynamic shared memory only
         assert r["registers"] is not None and r["registers"] <= 255, tag
         if r["config"] is not None:
             assert r["dynamic_smem"] == r["config"].smem_bytes(2)
             assert r["dynamic_smem"] <= SM80_MAX_SMEM
+    if arch == "sm_80":
+        assert spilled == listed
 
 
 # --------------------------------------------------------------------------- input checks (torch CPU)

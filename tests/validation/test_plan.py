@@ -29,6 +29,19 @@ def test_kernel_family_reads_the_registry():
         families.get("flash_sm80").label(fam.configs_for(shape)[0])
 
 
+def test_the_plan_leaves_out_variants_that_spill():
+    """A config whose causal variant spills (not offered by the kernels) is not timed for causal shapes, and is
+    for the others: the plan times what the kernels' chooser can pick."""
+    fam = KernelFamily.shipped("flash_sm80", run=None)
+    listed = [c for c, f in families.get("flash_sm80").spilling_variants if f == frozenset({"causal"})]
+    assert listed
+    for cfg in listed:
+        causal, full = make_shape(4096, cfg.head_dim, True), make_shape(4096, cfg.head_dim, False)
+        assert cfg not in fam.configs_for(causal) and fam.configs_for(causal)
+        assert cfg in fam.configs_for(full)
+        assert fam.configs_for(causal) == families.get("flash_sm80").shipped_for(causal)
+
+
 def test_build_plan_sweeps_at_4096_and_top_elsewhere(spec, fake_api):
     cfgs = [dict(block_m=bm, block_n=64, warps=4, stages=s, head_dim=d)
             for d in (64, 128) for bm in (64, 128) for s in (1, 2)]

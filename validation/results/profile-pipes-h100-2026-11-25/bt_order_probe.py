@@ -1,0 +1,72 @@
+"""Probe: the mma.sync forward with its K fragments loaded in the B^T order (each n8 tile's two registers adjacent,
+warp_tiles.cuh bt_delta; shipped) against the A order it had (IOM_BT_A_ORDER: ptxas pairs the registers with two
+moves an n8 tile), the model's pick at each shape (and d = 256's 64x64 w4 s1), beside SDPA flash in one interleaved
+group a shape (the harness's timer: 5 rounds, 0.1 s lead-in, 3 input sets), outputs checked first.
+Run from the repository root: PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/bt_order_probe.py"""
+import sys, time
+import torch
+import kernels.flash_sm80 as kfs
+from kernels import compile, codegen
+from iomodel import families
+from iomodel.families.flash_sm80 import FlashConfig
+from validation.timing import CudaEventTimer
+from validation.peers import peer_runners
+from validation import probe_record
+
+MAIN_MODULE = kfs.module
+BUILDS = {"B^T order": (), "A order": ("IOM_BT_A_ORDER",)}
+# (B, H, N, d, causal, extra configs)
+SHAPES = [(4, 32, 4096, 64, False, ()), (1, 32, 16384, 64, False, ()), (16, 32, 1024, 64, False, ()),
+          (4, 16, 4096, 128, False, ()), (1, 16, 16384, 128, False, ()), (16, 16, 1024, 128, False, ()),
+          (4, 16, 4096, 128, True, ()), (2, 8, 8192, 192, False, ()),
+          (2, 8, 8192, 256, False, (FlashConfig(64, 64, 4, 1, 256),))]
+fam = families.get("flash_sm80")
+fa2 = peer_runners(torch)["sdpa_flash"][0]
+timer = CudaEventTimer()
+
+
+def patched(defines):
+    def module(cfg, dtype, causal, arch, varlen=False, local=False, mods=0, split=False):
+        names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
+        if split:
+            names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
+        return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines,
+                             label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
+    return module
+
+
+def runner(q, k, v, causal, cfg, defines):
+    """A launch plan built (and called once) with `defines`, and its config (None: the model's pick); the
+    module function restored after."""
+    kfs.module = patched(defines)
+    kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
+    try:
+        call = kfs.prepare(kfs.FAMILY, q, k, v, causal, cfg, None, None, None)
+        p = kfs.Launch(q, k, v, call)
+        p(q, k, v)
+        torch.cuda.synchronize()
+    finally:
+        kfs.module = MAIN_MODULE
+        kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
+    return (lambda q, k, v: p(q, k, v)[0]), call.config
+
+
+t0, rows = time.time(), []
+for B, H, N, d, causal, extra in SHAPES:
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1000 * d + N + causal)
+    sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
+            for _ in range(3)]
+    cfgs = [None, *extra]
+    fns, labels = [], []
+    for cfg in cfgs:
+        for tag, defines in BUILDS.items():
+            fn, used = runner(*sets[0], causal, cfg, defines)
+            fns.append(fn)
+            labels.append(f"{'pick ' if cfg is None else ''}{fam.label(used)} {tag}")
+    rows += probe_record.checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)),
+                                      rounds=5, B=B, H=H, N=N, d=d, causal=causal)
+    print(f"d{d} N{N} causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+probe_record.write("bt-order.json", rows, "PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/bt_order_probe.py")
+for line in probe_record.peer_table(rows, ("d", "N", "causal"), lambda r: r["impl"] == "sdpa_flash"):
+    print(line)
