@@ -66,6 +66,10 @@
 #ifndef IOM_FWD_RESCALE
 #define IOM_FWD_RESCALE RESCALE_STALE
 #endif
+// Q's fragments in registers for every warp of one m16 tile (Q_REGS below; an A/B switch, not shipped)
+#ifndef IOM_FWD_Q_REGS
+#define IOM_FWD_Q_REGS 0
+#endif
 
 namespace iom {
 
@@ -347,6 +351,14 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const float slope = (MODS & 2) ? alibi[(i64)b * alibi_sb + h] / scale : 0.f;
     const int dist_row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + N_k - N_q - col_lane;
 
+    // IOM_FWD_Q_REGS=1: Q's A fragments held in registers through the key loop instead of re-read from SMEM every
+    // chunk, for a warp of one m16 tile.  At d = 192 (every config one m16 tile a warp; 48 registers) the S
+    // product's ldmatrix results arrived late (12 of its 60 loads a chunk were Q's), and held it ran 3.9 to 10.5%
+    // faster, causal 5.6 to 6.5% (validation/results/profile-pipes-h100-2026-11-25/qregs.json); not shipped until
+    // the model counts the registers it holds (235 to 241 a thread against the model's 192 to 208).  At d = 256
+    // the 64 registers spill; the d <= 128 picks hold two m16 tiles a warp.
+    constexpr bool Q_REGS = MT == 1 && IOM_FWD_Q_REGS == 1;
+    u32 qa[MT][Q_REGS ? HEAD_DIM / 16 : 1][4];
     for (int j = 0; j < n_steps; ++j) {
         const int slot = j % STAGES;
         const u32 sK = sKV + slot * SLOT_BYTES;
@@ -364,7 +376,12 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         float s[MT][NT][4];
         zero(s);
         // K's offsets xo + bt from a fresh lane read each chunk (lane_now): a register less through the loop
-        mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
+        if constexpr (Q_REGS) {
+            if (j == 0) load_a<MT, HEAD_DIM, ROW_BYTES>(qa, q_base, xo);   // Q landed with K_0 (commit order)
+            mma_rbt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
+        } else {
+            mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
+        }
 
         const int n0 = (IS_LOCAL ? j0 + j : j) * BLOCK_N;
         if constexpr (MODS != 0) score_mods<MODS, MT, NT>(s, softcap_mul, slope, (float)(dist_row - n0));
