@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sm80_build", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -65,6 +65,38 @@ def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float
     timed = checked_rows(timer, fns, [fam.label(cfg) for cfg in configs], sets, peer, tol, **fields)
     preds = [api.predict(family, "h100-sxm", shape, cfg).time_s * 1e3 for cfg in configs] + [None]
     return [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
+
+
+def sm80_build(q, k, v, causal: bool, config, defines: tuple[str, ...]):
+    """The mma.sync forward built with the compile-time `defines` (an A/B switch, e.g. ``IOM_BT_A_ORDER``) for
+    these inputs: (callable(q, k, v) -> O, the config it runs, the model's pick where `config` is None).  Its launch
+    plan is made and called once with the module function swapped, which is restored after; the build goes to the
+    kernel cache under its own label."""
+    import torch
+    import kernels.flash_sm80 as kfs
+    from kernels import codegen, compile
+
+    def module(cfg, dtype, causal, arch, varlen=False, local=False, mods=0, split=False):
+        names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
+        if split:
+            names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
+        return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines,
+                             label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
+
+    shipped = kfs.module
+    kfs.module = module
+    kfs.kernel.cache_clear()
+    kfs.merge_kernel.cache_clear()
+    try:
+        call = kfs.prepare(kfs.FAMILY, q, k, v, causal, config, None, None, None)
+        launch = kfs.Launch(q, k, v, call)
+        launch(q, k, v)
+        torch.cuda.synchronize()
+    finally:
+        kfs.module = shipped
+        kfs.kernel.cache_clear()
+        kfs.merge_kernel.cache_clear()
+    return (lambda q, k, v: launch(q, k, v)[0]), call.config
 
 
 def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:

@@ -5,15 +5,12 @@ group a shape (the harness's timer: 5 rounds, 0.1 s lead-in, 3 input sets), outp
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/bt_order_probe.py"""
 import sys, time
 import torch
-import kernels.flash_sm80 as kfs
-from kernels import compile, codegen
 from iomodel import families
 from iomodel.families.flash_sm80 import FlashConfig
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
 from validation import probe_record
 
-MAIN_MODULE = kfs.module
 BUILDS = {"B^T order": (), "A order": ("IOM_BT_A_ORDER",)}
 # (B, H, N, d, causal, extra configs)
 SHAPES = [(4, 32, 4096, 64, False, ()), (1, 32, 16384, 64, False, ()), (16, 32, 1024, 64, False, ()),
@@ -23,32 +20,6 @@ SHAPES = [(4, 32, 4096, 64, False, ()), (1, 32, 16384, 64, False, ()), (16, 32, 
 fam = families.get("flash_sm80")
 fa2 = peer_runners(torch)["sdpa_flash"][0]
 timer = CudaEventTimer()
-
-
-def patched(defines):
-    def module(cfg, dtype, causal, arch, varlen=False, local=False, mods=0, split=False):
-        names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
-        if split:
-            names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
-        return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines,
-                             label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
-    return module
-
-
-def runner(q, k, v, causal, cfg, defines):
-    """A launch plan built (and called once) with `defines`, and its config (None: the model's pick); the
-    module function restored after."""
-    kfs.module = patched(defines)
-    kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
-    try:
-        call = kfs.prepare(kfs.FAMILY, q, k, v, causal, cfg, None, None, None)
-        p = kfs.Launch(q, k, v, call)
-        p(q, k, v)
-        torch.cuda.synchronize()
-    finally:
-        kfs.module = MAIN_MODULE
-        kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
-    return (lambda q, k, v: p(q, k, v)[0]), call.config
 
 
 t0, rows = time.time(), []
@@ -61,7 +32,7 @@ for B, H, N, d, causal, extra in SHAPES:
     fns, labels = [], []
     for cfg in cfgs:
         for tag, defines in BUILDS.items():
-            fn, used = runner(*sets[0], causal, cfg, defines)
+            fn, used = probe_record.sm80_build(*sets[0], causal, cfg, defines)
             fns.append(fn)
             labels.append(f"{'pick ' if cfg is None else ''}{fam.label(used)} {tag}")
     rows += probe_record.checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)),

@@ -5,40 +5,17 @@ one interleaved group a shape (the harness's timer, 5 rounds), outputs checked f
 PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/qregs_probe.py"""
 import sys, time
 import torch
-import kernels.flash_sm80 as kfs
-from kernels import compile, codegen
 from iomodel import families
 from iomodel.families.flash_sm80 import FlashConfig
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
 from validation import probe_record
 
-MAIN_MODULE = kfs.module
 BUILDS = {"Q from SMEM": ("IOM_FWD_Q_REGS=0",), "Q in registers": ("IOM_FWD_Q_REGS=1",)}
 CFGS = [FlashConfig(128, 64, 8, 2, 192), FlashConfig(128, 64, 8, 1, 192), FlashConfig(64, 48, 4, 1, 192)]
 fam = families.get("flash_sm80")
 fa2 = peer_runners(torch)["sdpa_flash"][0]
 timer = CudaEventTimer()
-
-
-def runner(q, k, v, causal, cfg, defines):
-    """A launch plan built (and called once) with `defines`; the module function restored after."""
-    def module(cfg, dtype, causal, arch, varlen=False, local=False, mods=0, split=False):
-        names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
-        if split:
-            names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
-        return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines,
-                             label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
-    kfs.module = module
-    kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
-    try:
-        p = kfs.Launch(q, k, v, kfs.prepare(kfs.FAMILY, q, k, v, causal, cfg, None, None, None))
-        p(q, k, v)
-        torch.cuda.synchronize()
-    finally:
-        kfs.module = MAIN_MODULE
-        kfs.kernel.cache_clear(); kfs.merge_kernel.cache_clear()
-    return lambda q, k, v: p(q, k, v)[0]
 
 
 t0, rows = time.time(), []
@@ -51,7 +28,7 @@ for causal in (False, True):
     fns, labels = [], []
     for cfg in CFGS:
         for tag, defines in BUILDS.items():
-            fns.append(runner(*sets[0], causal, cfg, defines))
+            fns.append(probe_record.sm80_build(*sets[0], causal, cfg, defines)[0])
             labels.append(f"{fam.label(cfg)} {tag}")
     rows += probe_record.checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)),
                                       rounds=5, B=B, H=H, N=N, d=d, causal=causal)
