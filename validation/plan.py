@@ -11,8 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
 from iomodel.algo_peers import algo_of
-from iomodel.problems import variant_features
-from iomodel.results import config_dict, config_label, shape_label
+from iomodel.results import config_label, shape_label
 from .features import has_features
 
 __all__ = ["SWEEP_KERNELS", "ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape",
@@ -69,11 +68,7 @@ class KernelFamily:
         """The configs that fit ``shape``: the fields the family binds to it (head_dim = d) match, and the
         kernels offer their variant for the shape's features (causal, a window, score modifiers: not one the
         family lists as spilling, as ``kernels`` picks from ``shipped_for``)."""
-        fam = _registry.get(self.name)
-        feats = variant_features(shape) if fam.spilling_variants else frozenset()
-        return [c for c in self.configs
-                if all(config_dict(c).get(fld, shape[key]) == shape[key] for fld, key in fam.bound.items())
-                and (c, feats) not in fam.spilling_variants]
+        return _registry.get(self.name).offered(self.configs, shape)
 
 
 @dataclass

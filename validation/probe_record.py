@@ -3,11 +3,13 @@ the command that made them, as JSON under $OUT (the device tool brings $OUT back
 of callables timed together; another probe script loaded for its functions.  torch is imported inside."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sm80_build", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "swapped_module", "random_sets", "sm80_build",
+           "sm80_builds", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -67,10 +69,36 @@ def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float
     return [{**r, "predicted_ms": p} for r, p in zip(timed, preds)]
 
 
+@contextlib.contextmanager
+def swapped_module(owner, module, caches=()):
+    """`owner.module` (a launcher's module function, e.g. ``kernels.flash_sm80``) replaced by `module` inside the
+    block, the `caches` (lru_cached loaders of its kernels) cleared on entry and exit, the shipped one restored."""
+    shipped = owner.module
+    owner.module = module
+    for c in caches:
+        c.cache_clear()
+    try:
+        yield
+    finally:
+        owner.module = shipped
+        for c in caches:
+            c.cache_clear()
+
+
+def random_sets(B: int, H: int, N: int, d: int, seed: int, sets: int = 3, tensors: int = 3) -> list[tuple]:
+    """`sets` tuples of `tensors` fresh bf16 (B, H, N, d) tensors from a CUDA generator seeded with `seed`."""
+    import torch
+
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(tensors))
+            for _ in range(sets)]
+
+
 def sm80_build(q, k, v, causal: bool, config, defines: tuple[str, ...]):
     """The mma.sync forward built with the compile-time `defines` (an A/B switch, e.g. ``IOM_BT_A_ORDER``) for
     these inputs: (callable(q, k, v) -> O, the config it runs, the model's pick where `config` is None).  Its launch
-    plan is made and called once with the module function swapped, which is restored after; the build goes to the
+    plan is made and called once with the module function swapped (``swapped_module``); the build goes to the
     kernel cache under its own label."""
     import torch
     import kernels.flash_sm80 as kfs
@@ -83,20 +111,26 @@ def sm80_build(q, k, v, causal: bool, config, defines: tuple[str, ...]):
         return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines,
                              label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
 
-    shipped = kfs.module
-    kfs.module = module
-    kfs.kernel.cache_clear()
-    kfs.merge_kernel.cache_clear()
-    try:
+    with swapped_module(kfs, module, (kfs.kernel, kfs.merge_kernel)):
         call = kfs.prepare(kfs.FAMILY, q, k, v, causal, config, None, None, None)
         launch = kfs.Launch(q, k, v, call)
         launch(q, k, v)
         torch.cuda.synchronize()
-    finally:
-        kfs.module = shipped
-        kfs.kernel.cache_clear()
-        kfs.merge_kernel.cache_clear()
     return (lambda q, k, v: launch(q, k, v)[0]), call.config
+
+
+def sm80_builds(q, k, v, causal: bool, configs, builds: dict) -> tuple[list, list]:
+    """``sm80_build`` of every config (None: the model's pick) under every named build of `builds` ({tag:
+    defines}): the callables and their labels ("[pick ]<config> <tag>")."""
+    from iomodel import families
+
+    fam, fns, labels = families.get("flash_sm80"), [], []
+    for cfg in configs:
+        for tag, defines in builds.items():
+            fn, used = sm80_build(q, k, v, causal, cfg, defines)
+            fns.append(fn)
+            labels.append(f"{'pick ' if cfg is None else ''}{fam.label(used)} {tag}")
+    return fns, labels
 
 
 def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:

@@ -160,11 +160,17 @@ class Family:
     def shipped_for(self, shape: Mapping) -> list:
         """The shipped configs that fit `shape` (its bound fields) and whose variant for its features (causal,
         a window, score modifiers) the kernels offer."""
+        return self.offered(self.shipped, shape)
+
+    def offered(self, configs, shape: Mapping) -> list:
+        """Those of `configs` (configs, or mappings of their fields: a field left out matches) that fit `shape`'s
+        bound fields and whose variant for its features the kernels offer (not in ``spilling_variants``)."""
         from ..problems import variant_features
 
         feats = variant_features(shape) if self.spilling_variants else frozenset()
-        return [c for c in self.shipped
-                if all(getattr(c, fld) == shape.get(key) for fld, key in self.bound.items())
+        return [c for c in configs
+                if all(self.coerce_fields(c).get(fld, shape.get(key)) == shape.get(key)
+                       for fld, key in self.bound.items())
                 and (c, feats) not in self.spilling_variants]
 
     def unshipped_for(self, features) -> tuple:

@@ -119,7 +119,7 @@ def _eager_diagram(causal: bool, gqa: bool):
 #: warps: a 32 x 128 score tile per warp at d = 64, the 32 x 128 output at d = 128; 64 rows a warp at d = 32;
 #: d = 256's output tiles) have no room for some of a window's bounds, a softcap's tanh and ALiBi's distances.
 #: Which ones moved with the 16-byte O stores, with the stale max and again with the K fragments' B^T order
-#: (2026-11-25, warp_tiles.cuh bt_delta: ptxas runs the loads further ahead), which also made two causal
+#: (2026-11-25, warp_tiles.cuh bt_delta: ptxas gives the kernels more registers), which also made two causal
 #: variants spill (128x128 s1 at d = 64, 8 bytes; 128x96 w8 s1 at d = 256, 4): their s2 / 64-row neighbours
 #: take those shapes.
 SPILLING = (
@@ -146,10 +146,10 @@ def _window(diagram, left: bool, right: bool):
 
 
 #: Registers a thread holds beyond its tiles (the style's 56): with K's fragments in the B^T order (2026-11-25,
-#: kernels/csrc/warp_tiles.cuh bt_delta) ptxas runs the fragment loads further ahead, 16 to 45 registers more on
-#: sm_80 and sm_90a than before (128x64 w4 at d = 64: 216 to 237 against the 192 the style's overhead gave;
-#: tests/kernels/test_model_vs_ptxas.py holds the estimate within 15%, which no flat overhead met for d = 32's
-#: 64x64 w4 s2 too: it left the shipped configs)
+#: kernels/csrc/warp_tiles.cuh bt_delta) ptxas gives the shipped configs up to 32 registers more on sm_80, 14 at
+#: the median (128x64 w4 at d = 64: 192-200 -> 216-224; validation/results/profile-pipes-h100-2026-11-25/
+#: bt-registers.json), which left the style's estimate past the 15% tests/kernels/test_model_vs_ptxas.py holds it
+#: to; no flat overhead held d = 32's 64x64 w4 s2 within it too, and it left the shipped configs)
 REG_OVERHEAD = 72
 
 

@@ -355,8 +355,9 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     // chunk, for a warp of one m16 tile.  At d = 192 (every config one m16 tile a warp; 48 registers) the S
     // product's ldmatrix results arrived late (12 of its 60 loads a chunk were Q's), and held it ran 3.9 to 10.5%
     // faster, causal 5.6 to 6.5% (validation/results/profile-pipes-h100-2026-11-25/qregs.json); not shipped until
-    // the model counts the registers it holds (235 to 241 a thread against the model's 192 to 208).  At d = 256
-    // the 64 registers spill; the d <= 128 picks hold two m16 tiles a warp.
+    // the model counts the registers it holds (235 to 241 a thread against the model's 192 to 208; bt-registers.json
+    // beside qregs.json).  At d = 256 the 64 registers spill in 9 of its 10 kernels; the d <= 128 picks hold two m16
+    // tiles a warp.
     constexpr bool Q_REGS = MT == 1 && IOM_FWD_Q_REGS == 1;
     u32 qa[MT][Q_REGS ? HEAD_DIM / 16 : 1][4];
     for (int j = 0; j < n_steps; ++j) {
@@ -375,12 +376,13 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         // ---- S = Q K_j^T ----------------------------------------------------
         float s[MT][NT][4];
         zero(s);
-        // K's offsets xo + bt from a fresh lane read each chunk (lane_now): a register less through the loop
+        // K's offsets xo + bt, bt from a fresh lane read each chunk (lane_now): a register less through the loop
+        const u32 bt = bt_delta<ROW_BYTES>(lane_now());
         if constexpr (Q_REGS) {
             if (j == 0) load_a<MT, HEAD_DIM, ROW_BYTES>(qa, q_base, xo);   // Q landed with K_0 (commit order)
-            mma_rbt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
+            mma_rbt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, qa, sK, xo, bt);
         } else {
-            mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo, bt_delta<ROW_BYTES>(lane_now()));
+            mma_abt<T, MT, BLOCK_N, HEAD_DIM, ROW_BYTES>(s, q_base, sK, xo, bt);
         }
 
         const int n0 = (IS_LOCAL ? j0 + j : j) * BLOCK_N;

@@ -113,3 +113,20 @@ def test_peer_table_groups_rows_by_shape_with_each_ratio_to_its_peer():
     assert lines[0].startswith("{'d': 64}: peer 3.0000 ms") and "peer/this 1.500  predicted 2.1000" in lines[1]
     assert lines[2].startswith("{'d': 128}: peer") and "peer/this 0.500" in lines[3] and "predicted" not in lines[3]
     assert len(lines) == 4
+
+
+def test_swapped_module_restores_the_shipped_one_and_clears_the_caches_even_when_the_block_raises():
+    class Cache:
+        cleared = 0
+
+        def cache_clear(self):
+            self.cleared += 1
+
+    owner, cache = types.SimpleNamespace(module="shipped"), Cache()
+    with probe_record.swapped_module(owner, "probe", (cache,)):
+        assert owner.module == "probe" and cache.cleared == 1
+    assert owner.module == "shipped" and cache.cleared == 2
+    with pytest.raises(RuntimeError, match="build failed"):
+        with probe_record.swapped_module(owner, "probe", (cache,)):
+            raise RuntimeError("build failed")
+    assert owner.module == "shipped" and cache.cleared == 4

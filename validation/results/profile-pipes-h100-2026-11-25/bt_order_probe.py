@@ -5,7 +5,6 @@ group a shape (the harness's timer: 5 rounds, 0.1 s lead-in, 3 input sets), outp
 Run from the repository root: PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/bt_order_probe.py"""
 import sys, time
 import torch
-from iomodel import families
 from iomodel.families.flash_sm80 import FlashConfig
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
@@ -17,24 +16,12 @@ SHAPES = [(4, 32, 4096, 64, False, ()), (1, 32, 16384, 64, False, ()), (16, 32, 
           (4, 16, 4096, 128, False, ()), (1, 16, 16384, 128, False, ()), (16, 16, 1024, 128, False, ()),
           (4, 16, 4096, 128, True, ()), (2, 8, 8192, 192, False, ()),
           (2, 8, 8192, 256, False, (FlashConfig(64, 64, 4, 1, 256),))]
-fam = families.get("flash_sm80")
 fa2 = peer_runners(torch)["sdpa_flash"][0]
 timer = CudaEventTimer()
-
-
 t0, rows = time.time(), []
 for B, H, N, d, causal, extra in SHAPES:
-    g = torch.Generator(device="cuda")
-    g.manual_seed(1000 * d + N + causal)
-    sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
-            for _ in range(3)]
-    cfgs = [None, *extra]
-    fns, labels = [], []
-    for cfg in cfgs:
-        for tag, defines in BUILDS.items():
-            fn, used = probe_record.sm80_build(*sets[0], causal, cfg, defines)
-            fns.append(fn)
-            labels.append(f"{'pick ' if cfg is None else ''}{fam.label(used)} {tag}")
+    sets = probe_record.random_sets(B, H, N, d, seed=1000 * d + N + causal)
+    fns, labels = probe_record.sm80_builds(*sets[0], causal, [None, *extra], BUILDS)
     rows += probe_record.checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)),
                                       rounds=5, B=B, H=H, N=N, d=d, causal=causal)
     print(f"d{d} N{N} causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)

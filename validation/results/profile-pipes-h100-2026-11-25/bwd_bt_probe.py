@@ -14,23 +14,17 @@ from validation import probe_record
 
 BUILDS = {"B^T order": (), "A order": ("IOM_BT_A_ORDER",)}
 timer = CudaEventTimer()
-shipped = kbw.module
 
 
 def build(dout, q, k, v, out, lse, causal, defines):
-    """A backward launch plan built with `defines` (the module function restored after) and its config."""
+    """A backward launch plan built with `defines` (``probe_record.swapped_module``) and called once."""
     def module(cfg, dtype, causal, deterministic, arch):
         return compile.build(f'#include "{kbw.HEADER}"\n', arch, names=kbw.kernel_names(cfg, dtype, causal, deterministic),
                              defines=defines, label=kbw.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
-    kbw.module = module
-    kbw._kernels.cache_clear()
-    try:
+    with probe_record.swapped_module(kbw, module, (kbw._kernels,)):
         launch = kbw.plan(dout, q, k, v, out, lse, causal)
         launch(dout, q, k, v, out, lse)
         torch.cuda.synchronize()
-    finally:
-        kbw.module = shipped
-        kbw._kernels.cache_clear()
     return launch
 
 
@@ -38,11 +32,8 @@ t0, rows = time.time(), []
 for d in (64, 128):
     for causal in (False, True):
         B, H, N = 4, 2048 // d, 4096
-        g = torch.Generator(device="cuda")
-        g.manual_seed(7 * d + causal)
         sets = []
-        for _ in range(3):
-            q, k, v, do = (torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
+        for q, k, v, do in probe_record.random_sets(B, H, N, d, seed=7 * d + causal, tensors=4):
             o, lse = kernels.flash_attention(q, k, v, causal=causal, return_lse=True)
             sets.append((do, q, k, v, o, lse))
         launches = {tag: build(*sets[0], causal, defs) for tag, defs in BUILDS.items()}

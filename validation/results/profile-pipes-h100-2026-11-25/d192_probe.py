@@ -16,10 +16,7 @@ CFGS = [FlashConfig(128, 64, 8, 1, 192), FlashConfig(128, 64, 8, 2, 192), FlashC
 rows = []
 for causal in (False, True):
     B, H, N, d = 2, 8, 8192, 192
-    g = torch.Generator(device="cuda")
-    g.manual_seed(192 + causal)
-    sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
-            for _ in range(3)]
+    sets = probe_record.random_sets(B, H, N, d, seed=192 + causal)
     shape = dict(B=B, H=H, H_kv=H, N_q=N, N_k=N, d=d, causal=causal, dtype="bf16")
     rows += probe_record.config_rows(timer, "flash_sm80", CFGS, shape, sets,
                                      ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)), rounds=5, d=d, N=N,

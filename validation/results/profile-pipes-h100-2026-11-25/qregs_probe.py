@@ -5,7 +5,6 @@ one interleaved group a shape (the harness's timer, 5 rounds), outputs checked f
 PYTHONPATH=. python3 validation/results/profile-pipes-h100-2026-11-25/qregs_probe.py"""
 import sys, time
 import torch
-from iomodel import families
 from iomodel.families.flash_sm80 import FlashConfig
 from validation.timing import CudaEventTimer
 from validation.peers import peer_runners
@@ -13,23 +12,13 @@ from validation import probe_record
 
 BUILDS = {"Q from SMEM": ("IOM_FWD_Q_REGS=0",), "Q in registers": ("IOM_FWD_Q_REGS=1",)}
 CFGS = [FlashConfig(128, 64, 8, 2, 192), FlashConfig(128, 64, 8, 1, 192), FlashConfig(64, 48, 4, 1, 192)]
-fam = families.get("flash_sm80")
 fa2 = peer_runners(torch)["sdpa_flash"][0]
 timer = CudaEventTimer()
-
-
 t0, rows = time.time(), []
 for causal in (False, True):
     B, H, N, d = 2, 8, 8192, 192
-    g = torch.Generator(device="cuda")
-    g.manual_seed(1920 + causal)
-    sets = [tuple(torch.randn(B, H, N, d, generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
-            for _ in range(3)]
-    fns, labels = [], []
-    for cfg in CFGS:
-        for tag, defines in BUILDS.items():
-            fns.append(probe_record.sm80_build(*sets[0], causal, cfg, defines)[0])
-            labels.append(f"{fam.label(cfg)} {tag}")
+    sets = probe_record.random_sets(B, H, N, d, seed=1920 + causal)
+    fns, labels = probe_record.sm80_builds(*sets[0], causal, CFGS, BUILDS)
     rows += probe_record.checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v: fa2(q, k, v, causal)),
                                       rounds=5, B=B, H=H, N=N, d=d, causal=causal)
     print(f"causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
