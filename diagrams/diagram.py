@@ -16,8 +16,9 @@ from . import rewrites
 from .core import (Array, Contraction, DiagramError, Map, NormalizedContraction, OnlineSoftmax, Op, Partition,
                    Reduce, Triangular, size_expr)
 from .masks import combined_masks
+from . import placement
+from .placement import LEVELS
 
-LEVELS = ("global", "smem", "reg")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Diagram:
     # (staged input, alignment): its SMEM tile's rows padded along its last axis to a multiple of the
     # alignment in elements (a swizzle atom's row: 64 16-bit values for 128-byte swizzled rows), `stage`
     row_aligned: tuple[tuple[str, sp.Expr], ...] = ()
+    # (staged input, flag: 1, or a symbol whose values are 0 and 1): each register-level unit reads its tile of
+    # the input from SMEM once and holds it in registers through the streams the input does not carry (`hold`)
+    held: tuple[tuple[str, sp.Expr], ...] = ()
 
     # ---------- structure ----------
     def __post_init__(self):
@@ -260,32 +264,20 @@ class Diagram:
         row; the padding takes SMEM, moves no bytes from global memory).  An intermediate kept in SMEM takes it
         too, and is then made padding and all: the operation producing it computes the padded columns
         (iomodel.derive's `_padded_output`)."""
-        if array_name not in self.arrays():
-            raise DiagramError(f"stage: no array {array_name!r} in {self.name}")
-        if level not in LEVELS:
-            raise DiagramError(f"stage: unknown level {level!r}; levels: {LEVELS}")
-        symbolic = isinstance(buffers, (str, sp.Expr))
-        if symbolic:
-            buffers = size_expr(buffers)
-            if not buffers.free_symbols:
-                raise DiagramError(f"stage {array_name}: buffers given as an expression must name a symbol, "
-                                   f"got {buffers!r}")
-        elif isinstance(buffers, bool) or not isinstance(buffers, (int, float)) or int(buffers) != buffers \
-                or buffers < 1:
-            raise DiagramError(f"stage {array_name}: buffers must be a positive integer or a size symbol, got "
-                               f"{buffers!r}")
-        if (symbolic or buffers > 1) and (level != "smem" or self.producer(array_name) is None):
-            raise DiagramError(f"stage {array_name}: only an intermediate kept in SMEM takes buffers")
-        buffered = tuple(p for p in self.buffered if p[0] != array_name)
-        if symbolic or buffers > 1:
-            buffered += ((array_name, buffers if symbolic else int(buffers)),)
-        aligned = tuple(p for p in self.row_aligned if p[0] != array_name)
-        if row_align is not None:
-            if level != "smem":
-                raise DiagramError(f"stage {array_name}: only an array staged in SMEM takes row_align")
-            aligned += ((array_name, size_expr(row_align)),)
-        return self._replace(staged=tuple(p for p in self.staged if p[0] != array_name) + ((array_name, level),),
-                             buffered=buffered, row_aligned=aligned)
+        return placement.stage(self, array_name, level, buffers, row_align)
+
+    def hold(self, array_name: str, held=1) -> "Diagram":
+        """Hold a staged input's register tile in registers: each register-level unit reads its tile from SMEM
+        once per step of the streams the input carries (once per block tile when it carries none) and keeps it
+        live through the others, instead of reading its fragments again at every use (FlashAttention's Q, held
+        through the key loop: its SMEM reads leave the loop, its registers stay taken).  `held`: 1, or a symbol
+        (its name) whose values, 0 or 1, say per tile config whether the code holds it (the family's symbols
+        give them)."""
+        return placement.hold(self, array_name, held)
+
+    def held_flag(self, array_name: str) -> sp.Expr:
+        """1 (or its symbol) where the units hold `array_name` in registers (`hold`), else 0."""
+        return dict(self.held).get(array_name, sp.Integer(0))
 
     def split(self, axis_name: str, parts, chunk=None, stages=1, level: str = "smem", combine: str = "kernel",
               direct_when_one: bool = False) -> "Program":
@@ -329,7 +321,8 @@ class Diagram:
                              staged=tuple((swap(a), lvl) for a, lvl in self.staged),
                              accumulated=tuple(map(swap, self.accumulated)),
                              buffered=tuple((swap(a), n) for a, n in self.buffered),
-                             row_aligned=tuple((swap(a), n) for a, n in self.row_aligned))
+                             row_aligned=tuple((swap(a), n) for a, n in self.row_aligned),
+                             held=tuple((swap(a), f) for a, f in self.held))
 
     def with_threads(self, threads: int) -> "Diagram":
         return self._replace(threads=int(threads))
@@ -351,7 +344,8 @@ class Diagram:
                        self.partitions + other.partitions, self.masks + other.masks,
                        self.staged + other.staged, other.threads or self.threads,
                        tuple(a for a in self.accumulated + other.accumulated if a in outs),
-                       buffered=self.buffered + other.buffered, row_aligned=self.row_aligned + other.row_aligned)
+                       buffered=self.buffered + other.buffered, row_aligned=self.row_aligned + other.row_aligned,
+                       held=self.held + tuple(p for p in other.held if self.producer(p[0]) is None))
 
     # ---------- views used by the derivation ----------
     def partitions_at(self, level: str, kind: str | None = None) -> list[Partition]:

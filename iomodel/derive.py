@@ -8,6 +8,8 @@ Nothing here knows about attention. The rules (DESIGN.md, docs/derivation.md):
   whose axis it carries: it is hoisted out of every inner loop it does not carry.
 * Registers hold accumulators and intermediates only; an operand is read into registers each time
   the operation that consumes it runs, by every register-level unit whose tile it does not split.
+  An input the diagram holds (`Diagram.hold`) is read from SMEM once per step of the streams it carries
+  and takes its unit's tile in registers through the body instead.
 * Outputs are written once per block tile (per chunk if they carry a streamed axis); an output accumulated
   across blocks with atomics (`Diagram.accumulate_global`) is read and written at each of those writes.
 * A band mask (masks on one pair intersect) prunes the chunks of a stream over its column axis; the
@@ -176,7 +178,12 @@ def _input_costs(d: Diagram, nest: LoopNest, blocks: sp.Expr, units: sp.Expr):
             # from SMEM, every op that takes the operand loads its own fragments (the backward's Q feeds
             # S = Q K^T and dK = dS^T Q); an input read from global memory is read once for all its ops
             smem_reads = sp.Add(*[_unit_visits(nest, _space(c)) * c.passes for c in consumers]) if consumers else reads
+            # held in registers (Diagram.hold): one read per unit and step of the loops over the axes it carries
+            held = d.held_flag(x.name)
+            smem_reads = held * _unit_visits(nest, carried) + (1 - held) * smem_reads
             transfers.append(Transfer(x.name, "smem->reg", nest.tile(x, "reg"), smem_reads, x.itemsize))
+            if held != 0:
+                residents.append(Resident(f"{x.name} (held)", "reg", held * nest.tile(x, "reg") * x.itemsize / 4, 1, 4))
             continue
         transfers.append(Transfer(x.name, "global->reg", nest.tile(x, "reg"), reads, x.itemsize))
         if passes > 1:
@@ -246,7 +253,8 @@ def _work(d: Diagram, nest: LoopNest, blocks: sp.Expr) -> dict[str, sp.Expr]:
 
 def _fragment_bytes_per_k(d: Diagram, nest: LoopNest) -> sp.Expr:
     """What one unit holds of its SMEM operands per unit of the contracted extent, largest over the
-    contractions (the code multiplies by the instruction's k and by how many k-steps it buffers)."""
+    contractions (the code multiplies by the instruction's k and by how many k-steps it buffers); an operand
+    held in registers (`Diagram.hold`) is counted whole among the residents instead."""
     frag = []
     for op in d.ordered_ops():
         if isinstance(op, CONTRACTIONS):
@@ -254,7 +262,7 @@ def _fragment_bytes_per_k(d: Diagram, nest: LoopNest) -> sp.Expr:
             for x in op.inputs:
                 if d.level_of(x) == "smem":
                     k_ext = sp.Mul(*[nest.extent(a, "reg") for a in op.contracted if x.carries(a)])
-                    per_k.append(nest.tile(x, "reg") / k_ext * x.itemsize)
+                    per_k.append((1 - d.held_flag(x.name)) * nest.tile(x, "reg") / k_ext * x.itemsize)
             if per_k:
                 frag.append(sp.Add(*per_k))
     return sp.Max(*frag) if frag else sp.Integer(0)

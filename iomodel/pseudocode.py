@@ -107,6 +107,13 @@ class _KernelWriter:
             if (loops[-1] if loops else None) is loop:
                 self.emit(f"load {self.slice(x, 'smem')} -> smem   # {self.tile_note(x)}"
                           + ("" if loop else ", once per block"))
+                flag = self.d.held_flag(x.name)
+                if self.values is not None:   # a config's 0 or 1
+                    flag = flag.subs({s: self.values[s.name] for s in flag.free_symbols if s.name in self.values})
+                if flag != 0:   # Diagram.hold: the units' tiles go to registers here, not at every use
+                    when = "" if flag == 1 else f" (where {flag} = 1)"
+                    self.emit(f"hold {x.name}'s unit tiles in registers{when}   # read from smem once here, "
+                              f"not at every use")
 
     def init_lines(self, op) -> None:
         """The initial value of an operation's accumulator, just before the loop it folds."""

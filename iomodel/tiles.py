@@ -7,6 +7,8 @@ configuration the kernel can build.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass
 
@@ -80,6 +82,9 @@ def parse_tiles(kernel: str, text: str) -> dict:
     (fields the shape fixes, like head_dim, come from the shape)."""
     fam = families.get(kernel)
     sizes = tuple(fam.space)
+    # switches of the code with a default (flash_sm80's q_regs: 0 or 1) may be left out, and may be 0
+    optional = {f.name for f in dataclasses.fields(fam.config_type) if f.default is not dataclasses.MISSING} \
+        if dataclasses.is_dataclass(fam.config_type) else set()
     out = {}
     for part in text.replace(" ", "").split(","):
         if not part:
@@ -93,9 +98,9 @@ def parse_tiles(kernel: str, text: str) -> dict:
             out[k] = int(v)
         except ValueError:
             raise ModelError(f"--tiles: {k} must be an integer, got {v!r}") from None
-        if out[k] <= 0:
+        if out[k] <= 0 and k not in optional:
             raise ModelError(f"--tiles: {k} must be positive, got {out[k]}")
-    missing = [k for k in sizes if k not in out]
+    missing = [k for k in sizes if k not in out and k not in optional]
     if missing:
         raise ModelError(f"--tiles: missing {', '.join(missing)} for {kernel}")
     return out

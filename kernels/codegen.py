@@ -60,8 +60,10 @@ def flash_sm80_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local
     ``iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>`` (the last: packed varlen; a
     ninth, ``true``, for a sliding window, whose upper bound is the causal flag's; a tenth, the score
     modifiers' bits (``kernels.score_mods``), when there are any; an eleventh, ``true``, for the tail split's
-    grid, SPLIT)."""
-    if split:
+    grid, SPLIT; a twelfth, ``true``, for Q held in registers, ``cfg.q_regs``)."""
+    if getattr(cfg, "q_regs", 0):
+        tail = f", {_b(local)}, {int(mods)}, {_b(split)}, true"
+    elif split:
         tail = f", {_b(local)}, {int(mods)}, true"
     else:
         tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")

@@ -88,7 +88,8 @@ def demangle(name: str) -> tuple[str, dict] | None:
     ints = [int(v) for _, v in _TARG_RE.findall(targs.split("EEv", 1)[0] + "E")]
     if kind == "flash_fwd":
         bm, bn, w, st, d, causal = ints[:6]
-        return kind, {"config": FlashConfig(bm, bn, w, st, d), "dtype": dtype, "causal": bool(causal)}
+        q_regs = ints[10] if len(ints) > 10 else 0   # the twelfth template argument (codegen.flash_sm80_kernel)
+        return kind, {"config": FlashConfig(bm, bn, w, st, d, q_regs), "dtype": dtype, "causal": bool(causal)}
     if kind == "matmul":
         bm, bn, bk, w, st, kmaj, f32 = ints[:7]
         return kind, {"config": MatmulConfig(bm, bn, bk, w, st), "dtype": dtype,

@@ -31,12 +31,9 @@ def _diagram_for(args):
         return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
         return library.unfused_attention()
-    fam = _shown_family(args)
-    if fam != FLASH[0]:  # another family asked for: its own diagram (the Hopper one: warpgroups; the backward)
-        from .. import families
-        return families.get(fam).build(is_causal(args), is_gqa(args))
-    kw = dict(kv_heads="Hk") if is_gqa(args) else {}
-    return library.flash_attention(causal=is_causal(args), **kw)
+    from .. import families
+    # the family's own diagram: its symbols are the ones the search sets (the Hopper one: warpgroups; the backward)
+    return families.get(_shown_family(args)).build(is_causal(args), is_gqa(args))
 
 
 def _values_for(args, spec, cal) -> dict:

@@ -52,16 +52,20 @@ class TileConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]):
-        """A config from a mapping with every field (extra keys are refused, values must be integers)."""
+        """A config from a mapping with every field but those with a default (extra keys are refused, values
+        must be integers)."""
         names = cls.field_names()
         unknown = sorted(set(d) - set(names))
-        missing = [n for n in names if n not in d]
+        optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        missing = [n for n in names if n not in d and n not in optional]
         if unknown or missing:
             what = (f"unknown {', '.join(unknown)}" if unknown else "") + ("; " if unknown and missing else "") + (
                 f"missing {', '.join(missing)}" if missing else "")
             raise ModelError(f"{cls.__name__} takes {', '.join(names)}: {what}")
         vals = {}
         for n in names:
+            if n not in d:
+                continue   # a field with a default
             v = d[n]
             if isinstance(v, bool) or int(v) != v:
                 raise ModelError(f"{cls.__name__}.{n} must be an integer, got {v!r}")
@@ -99,6 +103,8 @@ class Family:
     # the score modifiers the kernel applies before its softmax (``diagrams.library.SCORE_MODS``: softcap,
     # alibi): the model draws them on the family's diagram (``library.score_mods``)
     score_mods: tuple[str, ...] = ()
+    # config fields that are on/off switches of the code (0 or 1) -> the word a label adds when one is on
+    label_flags: Mapping[str, str] = field(default_factory=dict)
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it
     # allocates for itself, and why its grid or indices cannot hold the shape ("" when they can)
     workspace_bytes: Callable[[Mapping], float] | None = None
@@ -112,8 +118,10 @@ class Family:
 
     # ---- configs
     def label(self, config) -> str:
-        """A config in a few characters, e.g. ``128x64 w4 s2``."""
-        return self.label_format.format(**self.coerce_fields(config))
+        """A config in a few characters, e.g. ``128x64 w4 s2`` (``128x64 w8 s2 qregs`` with a flag set)."""
+        fields = self.coerce_fields(config)
+        return self.label_format.format(**fields) + "".join(
+            f" {word}" for fld, word in self.label_flags.items() if fields.get(fld))
 
     def coerce_fields(self, config) -> dict:
         return config.as_dict() if isinstance(config, TileConfig) else dict(config)

@@ -28,6 +28,7 @@ class FlashConfig(TileConfig):
     warps: int     # warps per block; each owns block_m / warps query rows (multiple of 16)
     stages: int    # (K chunk, V chunk) slots buffered in shared memory
     head_dim: int
+    q_regs: int = 0   # 1: each warp reads its Q fragments once a tile and holds them in registers (Diagram.hold)
 
     @property
     def threads(self) -> int:
@@ -50,11 +51,17 @@ class FlashConfig(TileConfig):
             p.append(f"stages ({self.stages}) must be >= 1")
         if self.head_dim not in HEAD_DIMS:
             p.append(f"head_dim ({self.head_dim}) must be one of {', '.join(map(str, HEAD_DIMS))}")
+        if self.q_regs not in (0, 1):
+            p.append(f"q_regs ({self.q_regs}) must be 0 or 1")
+        elif self.q_regs and self.warps >= 1 and self.block_m != MMA_M * self.warps:
+            p.append(f"q_regs holds one m16 tile of Q a warp: block_m ({self.block_m}) must be 16*warps "
+                     f"({MMA_M * self.warps})")
         return p
 
 
-def _shipped(*rows: tuple[int, int, int, int], head_dim: int) -> tuple[FlashConfig, ...]:
-    return tuple(FlashConfig(bm, bn, w, s, head_dim) for bm, bn, w, s in rows)
+def _shipped(*rows: tuple[int, ...], head_dim: int) -> tuple[FlashConfig, ...]:
+    """Configs from (block_m, block_n, warps, stages[, q_regs]) rows."""
+    return tuple(FlashConfig(*row[:4], head_dim, *row[4:]) for row in rows)
 
 
 #: Shipped configurations: (block_m, block_n, warps, stages) per head dim. All compile for sm_80 and
@@ -78,6 +85,7 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
     head_dim=96,
 ) + _shipped(
     (128, 64, 8, 2), (128, 48, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 48, 4, 1), (64, 32, 4, 1),
+    (128, 64, 8, 2, 1), (64, 48, 4, 1, 1),   # Q held in registers: 48 a thread (profile-pipes-h100-2026-11-25)
     head_dim=192,
 ) + _shipped(
     (128, 96, 8, 1), (128, 64, 8, 1), (64, 64, 4, 1), (64, 48, 4, 1), (128, 48, 8, 2),
@@ -106,8 +114,9 @@ def _diagram(causal: bool, gqa: bool, stale_max: float = STALE_LOG2):
     from diagrams import library
 
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
-    return library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal,
-                                   smem_row_align=SMEM_ROW, stale_max=stale_max, **kw)
+    d = library.flash_attention(block_m="Br", block_n="Bc", warps="w", stages="st", causal=causal,
+                                smem_row_align=SMEM_ROW, stale_max=stale_max, **kw)
+    return d.hold("Q", "qr")   # where a config's q_regs is 1 (qr: its value)
 
 
 def _eager_diagram(causal: bool, gqa: bool):
@@ -171,14 +180,15 @@ FAMILY = Family(
     description="FlashAttention forward, mma.sync + cp.async, synchronous warps",
     problem="attention",
     config_type=FlashConfig,
-    symbols={"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st"},
+    symbols={"block_m": "Br", "block_n": "Bc", "warps": "w", "stages": "st", "q_regs": "qr"},
     plan=replace(MMA_SYNC.plan, tail_pieces_max=TAIL_PIECES_MAX,   # the mma_sync style is this kernel's code
                  tail_overhead_steps=TAIL_OVERHEAD_STEPS,           # (iomodel.styles), with its tail split
                  reg_overhead=REG_OVERHEAD),
     build=_diagram,
     label_format="{block_m}x{block_n} w{warps} s{stages}",
     space={"block_m": (16, 32, 64, 96, 128, 192, 256), "block_n": (16, 32, 48, 64, 96, 128, 160, 192, 256),
-           "warps": (1, 2, 4, 8, 16), "stages": (1, 2, 3, 4)},
+           "warps": (1, 2, 4, 8, 16), "stages": (1, 2, 3, 4), "q_regs": (0, 1)},
+    label_flags={"q_regs": "qregs"},
     shipped=SHIPPED,
     bound={"head_dim": "d"},
     head_dims=HEAD_DIMS,

@@ -66,10 +66,6 @@
 #ifndef IOM_FWD_RESCALE
 #define IOM_FWD_RESCALE RESCALE_STALE
 #endif
-// Q's fragments in registers for every warp of one m16 tile (Q_REGS below; an A/B switch, not shipped)
-#ifndef IOM_FWD_Q_REGS
-#define IOM_FWD_Q_REGS 0
-#endif
 
 namespace iom {
 
@@ -146,7 +142,7 @@ __device__ __forceinline__ void split_partials(float* op, float* lp, const float
 }
 
 template <class T, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, int HEAD_DIM, bool IS_CAUSAL,
-          bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0, bool SPLIT = false>
+          bool IS_VARLEN = false, bool IS_LOCAL = false, int MODS = 0, bool SPLIT = false, bool Q_REGS = false>
 __global__ void __launch_bounds__(WARPS * 32, 1)
 flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                  T* __restrict__ o, float* __restrict__ lse,
@@ -351,14 +347,13 @@ flash_fwd_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const float slope = (MODS & 2) ? alibi[(i64)b * alibi_sb + h] / scale : 0.f;
     const int dist_row = m0 + warp * ROWS_PER_WARP + (lane >> 2) + N_k - N_q - col_lane;
 
-    // IOM_FWD_Q_REGS=1: Q's A fragments held in registers through the key loop instead of re-read from SMEM every
-    // chunk, for a warp of one m16 tile.  At d = 192 (every config one m16 tile a warp; 48 registers) the S
-    // product's ldmatrix results arrived late (12 of its 60 loads a chunk were Q's), and held it ran 3.9 to 10.5%
-    // faster, causal 5.6 to 6.5% (validation/results/profile-pipes-h100-2026-11-25/qregs.json); not shipped until
-    // the model counts the registers it holds (235 to 241 a thread against the model's 192 to 208; bt-registers.json
-    // beside qregs.json).  At d = 256 the 64 registers spill in 9 of its 10 kernels; the d <= 128 picks hold two m16
-    // tiles a warp.
-    constexpr bool Q_REGS = MT == 1 && IOM_FWD_Q_REGS == 1;
+    // Q_REGS (FlashConfig.q_regs; the model's Diagram.hold): Q's A fragments read once and held in registers
+    // through the key loop instead of re-read from SMEM every chunk, for a warp of one m16 tile.  At d = 192
+    // (HEAD_DIM / 16 x 4 = 48 registers) the S product's ldmatrix results arrived late (12 of its 60 loads a chunk
+    // were Q's), and held it ran 3.9 to 10.5% faster, causal 5.6 to 6.5% (validation/results/profile-pipes-h100-
+    // 2026-11-25/qregs.json; ptxas 235 to 241 registers, bt-registers.json).  At d = 256 the 64 registers spill
+    // in 9 of its 10 kernels.
+    static_assert(!Q_REGS || MT == 1, "Q_REGS holds one m16 tile of Q a warp (BLOCK_M == 16 * WARPS)");
     u32 qa[MT][Q_REGS ? HEAD_DIM / 16 : 1][4];
     for (int j = 0; j < n_steps; ++j) {
         const int slot = j % STAGES;

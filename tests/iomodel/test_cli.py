@@ -39,7 +39,7 @@ def test_predict_explicit_tiles_and_gqa_shape(cli):
                        "--heads", "32", "--kv-heads", "8", "--head-dim", "64", "--json")
     assert code == 0
     (p,) = json.loads(out)
-    assert p["config"] == {"block_m": 128, "block_n": 64, "warps": 4, "stages": 2}
+    assert p["config"] == {"block_m": 128, "block_n": 64, "warps": 4, "stages": 2, "q_regs": 0}
     assert p["shape"]["H_kv"] == 8 and p["smem_bytes"] == (128 + 2 * 2 * 64) * 64 * 2
 
 

@@ -49,6 +49,10 @@ def test_kernel_source_inlines_includes():
 def test_template_ids():
     assert (codegen.flash_sm80_kernel(FlashConfig(128, 64, 4, 2, 128), "bf16", False)
             == "iom::flash_fwd_kernel<iom::bf16, 128, 64, 4, 2, 128, false, false>")
+    held = FlashConfig(128, 64, 8, 2, 192, q_regs=1)   # Q_REGS, the twelfth, after the defaults before it
+    assert (codegen.flash_sm80_kernel(held, "bf16", True)
+            == "iom::flash_fwd_kernel<iom::bf16, 128, 64, 8, 2, 192, true, false, false, 0, false, true>")
+    assert codegen.flash_sm80_kernel(held, "fp16", False, True, True, 3).endswith("true, true, 3, false, true>")
     assert codegen.unfused_kernels(MatmulConfig(128, 128, 32, 4, 3), "fp16") == (
         "iom::matmul_kernel<iom::fp16, 128, 128, 32, 4, 3, true, true>",
         "iom::softmax_rows_kernel<iom::fp16>",
@@ -77,6 +81,8 @@ def test_parse_ptxas_and_demangle():
     kind, desc = reports.demangle(name)
     assert kind == "flash_fwd" and desc["config"] == FlashConfig(128, 64, 4, 2, 128)
     assert desc["dtype"] == "bf16" and desc["causal"] is True
+    held = "_ZN3iom16flash_fwd_kernelINS_4bf16ELi128ELi64ELi8ELi2ELi192ELb1ELb0ELb0ELi0ELb0ELb1EEEvPKT_S4_S4_PS2_Pf"
+    assert reports.demangle(held)[1]["config"] == FlashConfig(128, 64, 8, 2, 192, q_regs=1)
     mm = "_ZN3iom13matmul_kernelINS_4fp16ELi128ELi128ELi32ELi4ELi3ELb0ELb0EEEvPKT_S4_Pviiiixxxxxxxxxiif"
     kind, desc = reports.demangle(mm)
     assert kind == "matmul" and desc["config"] == MatmulConfig(128, 128, 32, 4, 3)

@@ -63,7 +63,7 @@ def test_mma_sync_variants_spill_exactly_where_not_offered(tmp_path):
     def mangled(cfg, causal, local, mods):   # the template numbers of a variant in its mangled name
         b = lambda x: "ELb1" if x else "ELb0"   # noqa: E731
         return (f"ELi{cfg.block_m}ELi{cfg.block_n}ELi{cfg.warps}ELi{cfg.stages}ELi{cfg.head_dim}"
-                f"{b(causal)}ELb0{b(local)}ELi{mods}E")
+                f"{b(causal)}ELb0{b(local)}ELi{mods}ELb0{b(cfg.q_regs)}E")   # (SPLIT false, then Q_REGS)
     spilled = {(v[0], _features(*v[1:])) for v in names
                if any(mangled(*v) in n and (r["spill_stores"] or r["stack"]) for n, r in ptxas.items())}
     # (the plain and causal variants' spills: tests/kernels/test_build_sm80.py)
@@ -110,4 +110,4 @@ def test_mma_sync_tail_split_variants_spill_only_where_kept_plain(tmp_path, arch
 def _mangled(cfg) -> str:
     """The split variant's template arguments as the Itanium mangling spells them."""
     return (f"ELi{cfg.block_m}ELi{cfg.block_n}ELi{cfg.warps}ELi{cfg.stages}ELi{cfg.head_dim}"
-            "ELb0ELb0ELb0ELi0ELb1E")
+            f"ELb0ELb0ELb0ELi0ELb1ELb{cfg.q_regs}E")

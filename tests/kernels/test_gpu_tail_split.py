@@ -38,11 +38,12 @@ CASES = [  # (cfg, N_q, N_k, group, dtype): 32 key chunks or more, so that a pie
     (FlashConfig(128, 128, 4, 1, 32), 2048, 4096, 1, torch.bfloat16),   # the merge's odd lanes: d = 32, 96
     (FlashConfig(128, 64, 4, 1, 96), 1024, 2100, 2, torch.float16),
     (FlashConfig(64, 64, 4, 1, 256), 1024, 2048, 1, torch.bfloat16),
+    (FlashConfig(128, 64, 8, 2, 192, q_regs=1), 1000, 2100, 2, torch.bfloat16),   # Q held in registers
 ]
 
 
 @pytest.mark.parametrize("cfg,N_q,N_k,group,dtype", CASES, ids=lambda x: str(x) if not isinstance(x, FlashConfig)
-                         else f"{x.block_m}x{x.block_n}w{x.warps}s{x.stages}d{x.head_dim}")
+                         else f"{x.block_m}x{x.block_n}w{x.warps}s{x.stages}d{x.head_dim}{'q' * x.q_regs}")
 def test_tail_split_matches_float32_and_the_plain_grid(cfg, N_q, N_k, group, dtype, monkeypatch):
     H = heads_for_a_short_last_wave(cfg, N_q, group, dtype)
     g = torch.Generator(device="cuda")
