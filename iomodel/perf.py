@@ -197,8 +197,9 @@ def _compute_time(t: Mapping[str, np.ndarray], v: Mapping[str, np.ndarray], spec
     compute_sum = t["tensor"] + t["fp32"] + t["exp"] + (0.0 if plan.tensor_reads_smem else t["smem"])
     compute_max = np.maximum.reduce([t[u] for u in COMPUTE_TERMS])
     if plan.overlap == "sync":
-        # a warp's phases run in sequence; a second resident warp per scheduler fills part of the gaps
-        peers = resident * np.ceil(threads / 32) / spec.schedulers_per_sm
+        # phases in sequence; warps on a scheduler fill part of the gaps, of its own block (same barriers) less
+        w = np.ceil(threads / 32) / spec.schedulers_per_sm
+        peers = resident * (np.minimum(w, 1) + np.maximum(w - 1, 0) * plan.block_warp_overlap)
     else:
         # warp-specialized: loads overlap fully; consumer warpgroups hide each other's non-tensor work
         # behind their matrix products, each one more unit of overlap

@@ -28,6 +28,7 @@ class ExecutionPlan:
     #                                        no other work of the block overlaps (one block an SM: none at all)
     interleave_max: float = 2.0            # sync code: how far co-resident warps hide each other's phases
     interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
+    block_warp_overlap: float = 1.0        # sync: a warp of the same block on a scheduler as a share of one of another block
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
     fill_steps: float = 0.0                # stream steps per block that run without that overlap (pipeline fill)
     dtype: str = "bf16"

@@ -37,7 +37,7 @@ class KernelStyle:
 MMA_SYNC = KernelStyle(
     name="mma_sync", description="synchronous warps, mma.sync + cp.async (sm_80 and newer)",
     plan=ExecutionPlan(overlap="sync", tensor_instruction="mma_sync", reg_overhead=56, min_reg_overhead=40,
-                       interleave_max=1.4, step_latency_cycles_per_warp=70.0),
+                       interleave_max=1.4, step_latency_cycles_per_warp=70.0, block_warp_overlap=0.35),
     unit_threads=32, row_multiple=16, col_multiple=8, k_multiple=16)
 
 WGMMA = KernelStyle(

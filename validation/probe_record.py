@@ -9,7 +9,7 @@ import os
 import time
 
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "swapped_module", "random_sets", "sm80_build",
-           "sm80_builds", "load"]
+           "sm80_precompile", "sm80_builds", "sm80_build_groups", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -39,18 +39,26 @@ def timed_rows(timer, fns, labels, inputs, rounds: int = 5, queue_ahead: bool = 
              f"min_{unit}": None if isinstance(r, Exception) else r.min_s * scale} for lab, r in zip(labels, out)]
 
 
-def checked_rows(timer, fns, labels, sets, peer, tol: float = 0.05, **fields) -> list[dict]:
+def checked_rows(timer, fns, labels, sets, peer, tol: float = 0.05, keep_going: bool = False, **fields) -> list[dict]:
     """Callables checked, then timed beside a peer, as the probes of variants do: each of `fns` (labelled
     `labels`) against the peer's output on the first input set (max |diff| under `tol`, else SystemExit), then
     all of them and the peer timed together (``timed_rows``, `fields` passed on: rounds, labels of the shape).
-    `peer`: (label, callable(q, k, v)).  Rows in the order of `fns`, the peer's last."""
+    `peer`: (label, callable(q, k, v)).  Rows in the order of `fns`, the peer's last.  `keep_going`: a callable
+    off the peer (or NaN) is not timed but recorded first, a row with its ``error``, and the others go on."""
     peer_label, peer_fn = peer
     ref = peer_fn(*sets[0]).float()
+    failed, kept = [], []
     for f, label in zip(fns, labels):
         err = (f(*sets[0]).float() - ref).abs().max().item()
-        if err > tol:
-            raise SystemExit(f"{label}: max abs diff {err}")
-    return timed_rows(timer, [*fns, peer_fn], [*labels, peer_label], sets, **fields)
+        if not err <= tol:
+            if not keep_going:
+                raise SystemExit(f"{label}: max abs diff {err}")
+            shape = {k: v for k, v in fields.items() if k not in ("rounds", "queue_ahead", "unit")}
+            failed.append({**shape, "impl": label, "error": f"max abs diff {err}"})
+        else:
+            kept.append((f, label))
+    return failed + timed_rows(timer, [f for f, _ in kept] + [peer_fn], [lab for _, lab in kept] + [peer_label],
+                               sets, **fields)
 
 
 def config_rows(timer, family: str, configs, shape: dict, sets, peer, tol: float = 0.05, **fields) -> list[dict]:
@@ -119,6 +127,25 @@ def sm80_build(q, k, v, causal: bool, config, defines: tuple[str, ...]):
     return (lambda q, k, v: launch(q, k, v)[0]), call.config
 
 
+def sm80_precompile(variants, workers: int = 16) -> int:
+    """Compile concurrently the modules ``sm80_build`` will load for these inputs' device: each (config, causal,
+    defines) of `variants` in bf16, with the tail split's variant too where there is no mask (the launch plan
+    decides on it).  Returns the number of builds."""
+    import kernels.flash_sm80 as kfs
+    from kernels import codegen, compile, driver
+
+    arch = compile.nvrtc_arch(driver.capability(0))
+    jobs = []
+    for cfg, causal, defines in variants:
+        for split in ((False, True) if not causal else (False,)):
+            names = (codegen.flash_sm80_kernel(cfg, "bf16", causal, False, False, 0, split),)
+            names += (codegen.flash_sm80_merge_kernel(cfg, "bf16"),) if split else ()
+            jobs.append(lambda names=names, defines=tuple(defines): compile.build(
+                f'#include "{kfs.HEADER}"\n', arch, names=names, defines=defines, label=kfs.FAMILY + "-probe",
+                flags=compile.MMA_SYNC_FLAGS))
+    return compile.precompile(jobs, workers=workers)
+
+
 def sm80_builds(q, k, v, causal: bool, configs, builds: dict) -> tuple[list, list]:
     """``sm80_build`` of every config (None: the model's pick) under every named build of `builds` ({tag:
     defines}): the callables and their labels ("[pick ]<config> <tag>")."""
@@ -131,6 +158,34 @@ def sm80_builds(q, k, v, causal: bool, configs, builds: dict) -> tuple[list, lis
             fns.append(fn)
             labels.append(f"{'pick ' if cfg is None else ''}{fam.label(used)} {tag}")
     return fns, labels
+
+
+def sm80_build_groups(plan, seed: int, rounds: int = 5) -> list[dict]:
+    """The A/B probes of the mma.sync forward's builds: every build of `plan` compiled concurrently first
+    (``sm80_precompile``), then for each shape (d, N, B, H, causal flags, [(config, {tag: defines})]) fresh inputs
+    (``random_sets``, seeded `seed` + d + causal), each config under each of its builds (``sm80_builds``) checked and
+    timed beside SDPA flash in one interleaved group (``checked_rows``, keep_going).  Progress on stderr."""
+    import sys
+    import torch
+    from validation.peers import peer_runners
+    from validation.timing import CudaEventTimer
+
+    t0 = time.time()
+    n = sm80_precompile((cfg, causal, defines) for d, N, B, H, causals, cfgs in plan for causal in causals
+                        for cfg, builds in cfgs for defines in builds.values())
+    print(f"{n} builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    fa2, timer, rows = peer_runners(torch)["sdpa_flash"][0], CudaEventTimer(), []
+    for d, N, B, H, causals, cfgs in plan:
+        for causal in causals:
+            sets = random_sets(B, H, N, d, seed=seed + d + causal)
+            fns, labels = [], []
+            for cfg, builds in cfgs:
+                f, lab = sm80_builds(*sets[0], causal, [cfg], builds)
+                fns, labels = fns + f, labels + lab
+            rows += checked_rows(timer, fns, labels, sets, ("sdpa_flash", lambda q, k, v, c=causal: fa2(q, k, v, c)),
+                                 keep_going=True, rounds=rounds, B=B, H=H, N=N, d=d, causal=causal)
+            print(f"d={d} causal={causal}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    return rows
 
 
 def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:

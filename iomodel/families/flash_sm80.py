@@ -86,6 +86,7 @@ SHIPPED: tuple[FlashConfig, ...] = _shipped(
 ) + _shipped(
     (128, 64, 8, 2), (128, 48, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 48, 4, 1), (64, 32, 4, 1),
     (128, 64, 8, 2, 1), (64, 48, 4, 1, 1),   # Q held in registers: 48 a thread (profile-pipes-h100-2026-11-25)
+    (64, 96, 4, 1, 1), (64, 80, 4, 1, 1),    # two blocks an SM, chunks as wide as they allow (profile-sm80-tiles-h200-2026-11-28)
     head_dim=192,
 ) + _shipped(
     (128, 96, 8, 1), (128, 64, 8, 1), (64, 64, 4, 1), (64, 48, 4, 1), (128, 48, 8, 2),
@@ -142,6 +143,7 @@ SPILLING = (
     + spilling(FlashConfig(256, 64, 4, 3, 32), "window softcap", "window alibi", "causal window softcap",
                "causal window alibi")
     + spilling(FlashConfig(128, 96, 8, 1, 256), "causal")
+    + spilling(FlashConfig(64, 96, 4, 1, 192, 1), "window", "window softcap")
     + spilling(FlashConfig(64, 64, 4, 1, 256), "causal softcap", "window alibi", "window softcap alibi",
                "causal window alibi", "causal window softcap alibi")
 )

@@ -104,6 +104,19 @@ def test_checked_rows_check_every_callable_then_time_them_beside_the_peer():
                                   ("peer", lambda q, k, v: _T(q)))
 
 
+def test_checked_rows_keep_going_record_a_build_off_the_peer_and_time_the_rest():
+    from validation.timing import FakeTimer
+
+    timer = FakeTimer(lambda fn, inputs: 2e-3, repeats=3, noise=0.0)
+    fns = [lambda q, k, v: _T(q + 0.5), lambda q, k, v: _T(q + 0.01), lambda q, k, v: _T(float("nan"))]
+    rows = probe_record.checked_rows(timer, fns, ["off", "ok", "nan"], [(1.0, 0, 0)], ("peer", lambda q, k, v: _T(q)),
+                                     keep_going=True, rounds=2, d=192, causal=True)
+    assert [r["impl"] for r in rows] == ["off", "nan", "ok", "peer"]
+    assert rows[0] == {"d": 192, "causal": True, "impl": "off", "error": "max abs diff 0.5"}
+    assert rows[1]["error"] == "max abs diff nan" and "median_ms" not in rows[1]
+    assert rows[2]["median_ms"] == 2.0 and rows[3]["median_ms"] == 2.0 and rows[2]["d"] == 192
+
+
 def test_peer_table_groups_rows_by_shape_with_each_ratio_to_its_peer():
     rows = [{"d": 64, "impl": "a", "median_ms": 2.0, "min_ms": 1.9, "predicted_ms": 2.1},
             {"d": 64, "impl": "peer", "median_ms": 3.0, "min_ms": 2.9},
