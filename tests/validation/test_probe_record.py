@@ -143,3 +143,26 @@ def test_swapped_module_restores_the_shipped_one_and_clears_the_caches_even_when
         with probe_record.swapped_module(owner, "probe", (cache,)):
             raise RuntimeError("build failed")
     assert owner.module == "shipped" and cache.cleared == 4
+
+
+def test_sm80_precompile_builds_what_sm80_build_loads_with_the_split_variant_where_there_is_no_mask(monkeypatch):
+    from iomodel.families.flash_sm80 import FlashConfig
+    from kernels import codegen, compile, driver
+
+    built = []
+    monkeypatch.setattr(driver, "capability", lambda index: (9, 0))
+    monkeypatch.setattr(compile, "nvrtc_arch", lambda cap: "sm_90")
+    monkeypatch.setattr(compile, "build", lambda src, arch, **kw: built.append((arch, kw)) or kw)
+    cfg = FlashConfig(64, 96, 4, 1, 192, 1)
+    assert probe_record.sm80_precompile([(cfg, False, ("IOM_X",)), (cfg, True, ())], workers=2) == 3
+    names = sorted(kw["names"] for _, kw in built)
+    assert names == sorted([(codegen.flash_sm80_kernel(cfg, "bf16", False),),
+                            (codegen.flash_sm80_kernel(cfg, "bf16", False, split=True),
+                             codegen.flash_sm80_merge_kernel(cfg, "bf16")),
+                            (codegen.flash_sm80_kernel(cfg, "bf16", True),)])
+    assert all(arch == "sm_90" and kw["label"] == "flash_sm80-probe" for arch, kw in built)
+    assert sorted(kw["defines"] for _, kw in built) == [(), ("IOM_X",), ("IOM_X",)]
+    # the module sm80_build swaps in asks for the same build (the same cache key) as the launcher's arguments give
+    before = len(built)
+    probe_record._sm80_module(("IOM_X",), cfg, "bf16", False, "sm_90", False, False, 0, True)
+    assert built[before][1] == next(kw for _, kw in built[:before] if len(kw["names"]) == 2)
