@@ -27,14 +27,16 @@ NO_WINDOW = (UNBOUNDED, 0)
 
 
 def module(cfg, dtype: str, causal: bool, arch: str, varlen: bool = False, local: bool = False,
-           mods: int = 0, split: bool = False) -> compile.Module:
+           mods: int = 0, split: bool = False, defines: tuple[str, ...] = ()) -> compile.Module:
     """The compiled module of one variant for `arch` (``sm_80``, ``sm_90``, ...); needs no GPU.  `varlen`:
     the packed variable-length form (``kernels.varlen``); `local`: the sliding-window form; `mods`: the
-    score modifiers' bits (``kernels.score_mods``); `split`: the tail split's grid, with its merge kernel."""
+    score modifiers' bits (``kernels.score_mods``); `split`: the tail split's grid, with its merge kernel;
+    `defines`: compile-time switches of an A/B build (the probes' ``validation.probe_record.sm80_build``)."""
     names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
     if split:
         names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
-    return compile.build(f'#include "{HEADER}"\n', arch, names=names, label=FAMILY, flags=compile.MMA_SYNC_FLAGS)
+    return compile.build(f'#include "{HEADER}"\n', arch, names=names, defines=tuple(defines), label=FAMILY,
+                         flags=compile.MMA_SYNC_FLAGS)
 
 
 @functools.lru_cache(maxsize=None)

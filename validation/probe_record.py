@@ -103,28 +103,16 @@ def random_sets(B: int, H: int, N: int, d: int, seed: int, sets: int = 3, tensor
             for _ in range(sets)]
 
 
-def _sm80_module(defines, cfg, dtype, causal, arch, varlen=False, local=False, mods=0, split=False):
-    """``kernels.flash_sm80.module`` built with the compile-time `defines`, cached under the probes' own label."""
-    import kernels.flash_sm80 as kfs
-    from kernels import codegen, compile
-
-    names = (codegen.flash_sm80_kernel(cfg, dtype, causal, varlen, local, mods, split),)
-    if split:
-        names += (codegen.flash_sm80_merge_kernel(cfg, dtype),)
-    return compile.build(f'#include "{kfs.HEADER}"\n', arch, names=names, defines=tuple(defines),
-                         label=kfs.FAMILY + "-probe", flags=compile.MMA_SYNC_FLAGS)
-
-
 def sm80_build(q, k, v, causal: bool, config, defines: tuple[str, ...]):
     """The mma.sync forward built with the compile-time `defines` (an A/B switch, e.g. ``IOM_BT_A_ORDER``) for
     these inputs: (callable(q, k, v) -> O, the config it runs, the model's pick where `config` is None).  Its launch
-    plan is made and called once with the module function swapped (``swapped_module``); the build goes to the
-    kernel cache under its own label."""
+    plan is made and called once with the module function swapped (``swapped_module``) for the launcher's own
+    ``module`` with the `defines`; the build goes to the kernel cache under its own key."""
     import functools
     import torch
     import kernels.flash_sm80 as kfs
 
-    with swapped_module(kfs, functools.partial(_sm80_module, defines), (kfs.kernel, kfs.merge_kernel)):
+    with swapped_module(kfs, functools.partial(kfs.module, defines=tuple(defines)), (kfs.kernel, kfs.merge_kernel)):
         call = kfs.prepare(kfs.FAMILY, q, k, v, causal, config, None, None, None)
         launch = kfs.Launch(q, k, v, call)
         launch(q, k, v)
@@ -136,10 +124,12 @@ def sm80_precompile(variants, workers: int = 16) -> int:
     """Compile concurrently the modules ``sm80_build`` will load for these inputs' device: each (config, causal,
     defines) of `variants` in bf16, with the tail split's variant too where there is no mask (the launch plan
     decides on it).  Returns the number of builds."""
+    import kernels.flash_sm80 as kfs
     from kernels import compile, driver
 
     arch = compile.nvrtc_arch(driver.capability(0))
-    jobs = [lambda c=cfg, causal=causal, d=defines, split=split: _sm80_module(d, c, "bf16", causal, arch, split=split)
+    jobs = [lambda c=cfg, causal=causal, d=tuple(defines), split=split: kfs.module(c, "bf16", causal, arch, split=split,
+                                                                                defines=d)
             for cfg, causal, defines in variants for split in ((False, True) if not causal else (False,))]
     return compile.precompile(jobs, workers=workers)
 
