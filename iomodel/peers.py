@@ -3,8 +3,8 @@
 FlashAttention-2 states its tile choices (csrc/flash_attn/src/flash_fwd_launch_template.h, for
 sm80/sm90 without Hopper instructions), so the model predicts SDPA's flash backend as a flash_sm80
 config, with the online softmax FlashAttention-2 runs (O rescaled every chunk: ``flash_sm80_eager``, where
-our kernel keeps a stale max). cuDNN and the memory-efficient kernel state none we can cite: they are timed,
-not predicted.
+our kernel keeps a stale max). cuDNN, the memory-efficient kernel and FlashAttention-4 (``fa4``, timed where its
+package is installed: validation/peers.py) state none we can cite: they are timed, not predicted.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .families import flash_sm80
 
 families.register(flash_sm80.EAGER_PEER)
 
-PEERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+PEERS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "fa4")
 PEER_CONFIGS = {
     "sdpa_flash": (flash_sm80.EAGER_PEER.name, {64: dict(block_m=128, block_n=128, warps=4, stages=1),
                                   128: dict(block_m=128, block_n=64, warps=4, stages=1),

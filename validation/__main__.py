@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", required=True, parser_class=ArgParser)
     r = sub.add_parser("run", help="measure ceilings, then build, check and time kernels and peers (GPU)",
                        description="Measure ceilings, then predict, build, check and time every kernel x "
-                                   "config x shape row and the SDPA peers; write a results JSON.",
+                                   "config x shape row and the peers (SDPA's backends; FlashAttention-4 where "
+                                   "installed); write a results JSON.",
                        epilog=EXAMPLES + REPORT_HINT)
     _add_run_options(r)
     return p

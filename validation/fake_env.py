@@ -23,7 +23,8 @@ __all__ = ["FakeEnv", "FakeAlgorithms", "FakeDecode", "FakeVarlen"]
 
 #: FLOP/s of each fake kernel at its best tiles
 _BASE_RATE = {"flash_sm80": 330e12, "flash_sm90": 560e12, "unfused": 110e12,
-              "sdpa_flash": 320e12, "sdpa_cudnn": 540e12, "sdpa_efficient": 150e12}
+              "sdpa_flash": 320e12, "sdpa_cudnn": 540e12, "sdpa_efficient": 150e12,
+              "fa4": 550e12}
 
 
 def fake_rate(kernel: str, cfg: Any, shape: Mapping) -> float:

@@ -1,5 +1,6 @@
 """The validation sweep: measure ceilings, then predict, build, check and time every (kernel family x
-tile configuration x shape) row, and the SDPA peers on the same inputs in the same process.
+tile configuration x shape) row, and the peers (SDPA's backends, FlashAttention-4 where installed) on the same
+inputs in the same process.
 
 It runs in phases: the ceilings (a calibration), the plan (rows in the model's order), then shape by
 shape a check of every row and one interleaved timing of the rows that passed, and the finish.  The
@@ -175,6 +176,7 @@ def _plan(run: _Run, cal, predictor_api: Any) -> list[PlannedRow]:
     shapes = opts.shapes or default_shapes(opts.quick)
     plan = build_plan(shapes, run.families, run.predictor, only=opts.only, notes=results["notes"])
     run.peer_fns = run.env.peers() if "peers" in opts.only else {}
+    results["notes"] += [f"{name}: {fn.version}" for name, (fn, _) in run.peer_fns.items() if hasattr(fn, "version")]
     run.algo_rows = _plan_algorithms(run) if {ALGORITHMS, DECODE, VARLEN} & set(opts.only) else []
     run.n = results["rows_planned"] = len(plan) + len(run.algo_rows)
     where = f" over {len(shapes)} shapes" if plan else ""   # --only algorithms, decode, varlen: no attention shape

@@ -23,6 +23,7 @@
 // elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
 //
 // Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
+// SM90_BOTTOM_SHORT (A/B only: a causal head's short tile last, tile_row0),
 // SM90_DYN_MAX, SM90_OWN_MAX, SM90_TURN_MAX (the head dims with each scheduling feature, below),
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too) and SM90_UNROTATED (tile_of_round) for A/B runs,
 // SM90_WATCHDOG (trap on a hung barrier wait).
@@ -231,6 +232,25 @@ __device__ __forceinline__ Seq seq_of(int b, int N_q, int N_k, const int* cu_q, 
     }
 }
 
+// A tile's first query row.  With causal masking (and own-chunk skipping) a head's tiles end at its last
+// row: the short tile, N_q % block_m rows rounded up to whole warpgroups, is m_block 0, whose rows see the
+// fewest keys, instead of the last one, whose single busy warpgroup walked every chunk of keys alone while
+// the others waited for the next tile (at N = 1024 and 192-row tiles: one warpgroup over 8 chunks where 3
+// share 2).  The rows before 0 belong to warpgroups that compute nothing; TMA fills their Q rows with zeros
+// (dense) or reads rows of the previous sequence (varlen), which no one uses.  Not with a sliding window:
+// its tiles see bands of about one length wherever the short one lies, and the shift spilled the window
+// variants' producer (24 registers).
+template <class T>
+__device__ __forceinline__ int tile_row0(int m_block, int n_q) {
+#ifndef SM90_BOTTOM_SHORT
+    if constexpr (T::kCausal && !T::kLocal && T::kOwnChunks) {
+        const int r = n_q % T::kBlockM;
+        return m_block * T::kBlockM - (r == 0 ? 0 : (T::kBlockM - r) / 64 * 64);
+    }
+#endif
+    return m_block * T::kBlockM;
+}
+
 // Tile t (of B * H * ceil(N_q / block_m)) -> (m_block, h, b).  Without masking all tiles cost the
 // same and the tiles of one head are adjacent (the CTAs running together share K/V in L2).  With
 // causal masking tiles are ordered longest first (largest m_block first) within sections of `sec`
@@ -269,14 +289,15 @@ struct TileInfo {
         const int N_q = sq.n_q, N_k = sq.n_k;
         q0 = sq.q0;
         k0 = sq.k0;
+        const int r0 = tile_row0<T>(m_block, N_q);
         n_blocks = (N_k + T::kBlockN - 1) / T::kBlockN;
         if constexpr (T::kCausal) {
-            int last = (m_block + 1) * T::kBlockM - 1 + (N_k - N_q) + (T::kLocal ? win_right : 0);
+            int last = r0 + T::kBlockM - 1 + (N_k - N_q) + (T::kLocal ? win_right : 0);
             last = last < N_k - 1 ? last : N_k - 1;
             const int nb = last < 0 ? 0 : last / T::kBlockN + 1;
             n_blocks = nb < n_blocks ? nb : n_blocks;
         }
-        past = T::kVarlen && m_block * T::kBlockM >= N_q;
+        past = T::kVarlen && r0 >= N_q;
         if (past) n_blocks = 0;
         // a window whose tile sees no key: no chunk (the consumers write O = 0, LSE = -inf)
         if (T::kLocal && first_chunk<T>(m_block * T::kBlockM, N_q, N_k, win_left) >= n_blocks) n_blocks = 0;
@@ -284,7 +305,7 @@ struct TileInfo {
     // the tile's first chunk (0 without a window)
     __device__ __forceinline__ int j0(int n_q, int n_k, int win_left) const {
         if constexpr (!T::kLocal) return 0;
-        const int j = first_chunk<T>(m_block * T::kBlockM, n_q, n_k, win_left);
+        const int j = first_chunk<T>(m_block * T::kBlockM, n_q, n_k, win_left);   // (tile_row0: no shift)
         return j < n_blocks ? j : n_blocks;
     }
 };
@@ -412,11 +433,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             // Q and the K/V chunks of one tile (last chunk first)
             auto load_tile = [&](const TileInfo<T>& ti) {
                 const int h_kv = ti.h / group;
+                const int row0 = tile_row0<T>(ti.m_block, seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k).n_q);
                 mbar_arrive_expect_tx(fullQ, T::kBytesQ);
 #pragma unroll
                 for (int db = 0; db < T::kDBlocks; ++db)
                     tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
-                                ti.q0 + ti.m_block * T::kBlockM, ti.h, T::kVarlen ? 0 : ti.b);
+                                ti.q0 + row0, ti.h, T::kVarlen ? 0 : ti.b);
                 int n_loads = ti.n_blocks;   // chunks n_blocks - 1 down to the tile's first
                 if constexpr (T::kLocal) {
                     const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);
@@ -524,13 +546,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             // causal: query row i sees keys j <= i + offset; local also j >= i + lo
             const int offset = T::kLocal ? n_k - n_q + win_right : n_k - n_q;
             const int lo = T::kLocal ? n_k - n_q - win_left : 0;
-            const int wg_row_min = ti.m_block * T::kBlockM + cw * 64;      // this warpgroup's rows
+            const int wg_row_min = tile_row0<T>(ti.m_block, n_q) + cw * 64;      // this warpgroup's rows
             const int row0 = wg_row_min + warp * 16 + lane / 4;  // and row0 + 8
-            // The chunks this warpgroup computes: none when all its rows lie past N_q (the tail tile);
-            // with causal masking, none above its own diagonal.  The tile's chunks above that (visited
-            // first) it only releases, so the other warpgroups get the tensor cores and issue slots.
+            // The chunks this warpgroup computes: none when all its rows lie past N_q (the tail tile) or
+            // before row 0 (a causal head's short tile); with causal masking, none above its own diagonal.
+            // The tile's chunks above that (visited first) it only releases, so the other warpgroups get
+            // the tensor cores and issue slots.
             int n_own = n_blocks;
-            if (wg_row_min >= n_q) {
+            if (unsigned(wg_row_min) >= unsigned(n_q)) {   // (a row below 0 wraps past n_q)
                 n_own = 0;
             } else if constexpr (T::kCausal) {
                 const int last_key = (wg_row_min + 63 < n_q ? wg_row_min + 63 : n_q - 1) + offset;
@@ -716,12 +739,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     for (int i = 0; i < 4; ++i)
                         v[i] = pack2<T::kBF16>(o[4 * (4 * j + i) + 2 * r] * inv[r], o[4 * (4 * j + i) + 2 * r + 1] * inv[r]);
                     quad_transpose(v, lane % 4);
-                    if (row < n_q) {
+                    if (unsigned(row) < unsigned(n_q)) {   // (rows below 0: a short tile's)
                         asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(out + 32 * j), "r"(v[0]),
                                      "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
                     }
                 }
-                if (row < n_q) {
+                if (unsigned(row) < unsigned(n_q)) {   // (rows below 0: a short tile's)
 #ifndef IOM_FWD90_TILE_TIMES
                     if (L != nullptr && (lane % 4) == 0)
                         L[l_at] = l[r] > 0.f ? (m[r] + lg2(l[r])) * 0.6931471805599453f : neg_inf();

@@ -56,7 +56,7 @@ def test_build_plan_sweeps_at_4096_and_top_elsewhere(spec, fake_api):
     assert at4096[0].config["block_m"] == 128 and at4096[0].config["stages"] == 1  # the model's order
     at1024 = [r for r in plan if r.shape["N_q"] == 1024 and r.kernel == "flash_sm80"]
     assert len(at1024) == 1 and at1024[0].why == "model-top" and at1024[0].config["head_dim"] == 64
-    assert [r.kernel for r in plan if r.is_peer] == ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient"] * 2
+    assert [r.kernel for r in plan if r.is_peer] == ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "fa4"] * 2
     assert not any(r.kernel == "flash_sm90" for r in plan)
     only = build_plan(shapes, fams, pred, only=("peers",))
     assert all(r.is_peer for r in only)
@@ -126,4 +126,4 @@ def test_feature_shapes_parse_label_and_have_no_peer_rows(spec, fake_api):
                                        run=lambda *a: None)}
     plan = build_plan([win, make_shape(4096, 128, True)], fams, Predictor(spec, None, api=fake_api))
     assert [r.kernel for r in plan if r.shape is win or r.shape == win] == ["flash_sm80"]
-    assert sum(r.is_peer for r in plan) == 3   # the plain shape's peers only
+    assert sum(r.is_peer for r in plan) == 4   # the plain shape's peers only (SDPA's three and FlashAttention-4)

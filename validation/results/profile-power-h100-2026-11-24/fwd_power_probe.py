@@ -9,29 +9,18 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(__file__))
-from power_probe import Smi, phases, sweep  # noqa: E402
-from kernels import dispatch, flash_sm80  # noqa: E402
+from power_probe import Smi, forward_pair_rows, sweep  # noqa: E402
+from kernels import flash_sm80  # noqa: E402
 from validation import probe_record  # noqa: E402
 
 
-def shape_rows(shape, smi):
-    B, H, N, d, causal = shape
-    q, k, v = (torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    cfg = dispatch.choose(["flash_sm80"], {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal,
-                                           "dtype": "bf16"}, 0).config
-    ours = lambda: flash_sm80.attention(q, k, v, causal=causal, config=cfg)
+def fa2(q, k, v, causal):
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    def fa2():
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    err = float((ours().float() - fa2().float()).abs().max())
-    torch.cuda.synchronize()
-    rows = phases(smi, (("ours", ours), ("fa2", fa2)))
-    flops = 4 * B * H * N * N * d / (2 if causal else 1)
-    for r in rows:
-        r.update(shape=list(shape), config=str(cfg), max_abs_diff_vs_fa2=err,
-                 tflops_second_half=flops / r["second_half_ms_median"] / 1e9)
-    return rows
+
+def shape_rows(shape, smi):
+    return forward_pair_rows(shape, smi, "flash_sm80", flash_sm80.attention, "fa2", fa2)
 
 
 def main():

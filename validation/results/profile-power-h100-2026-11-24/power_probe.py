@@ -110,6 +110,28 @@ def shape_rows(shape, smi):
     return rows
 
 
+def forward_pair_rows(shape, smi, family, attention, peer_name, peer):
+    """phases() of our forward `family` (its `attention`, the model's config) against `peer(q, k, v, causal)` on
+    one (B, H, N, d, causal) shape of fresh bf16 inputs, the outputs compared first (the forward probes beside
+    this one)."""
+    from kernels import dispatch
+
+    B, H, N, d, causal = shape
+    q, k, v = (torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cfg = dispatch.choose([family], {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal,
+                                     "dtype": "bf16"}, 0).config
+    ours = lambda: attention(q, k, v, causal=causal, config=cfg)   # noqa: E731
+    theirs = lambda: peer(q, k, v, causal)   # noqa: E731
+    err = float((ours().float() - theirs().float()).abs().max())
+    torch.cuda.synchronize()
+    rows = phases(smi, (("ours", ours), (peer_name, theirs)))
+    flops = 4 * B * H * N * N * d / (2 if causal else 1)
+    for r in rows:
+        r.update({"shape": list(shape), "config": str(cfg), f"max_abs_diff_vs_{peer_name}": err,
+                  "tflops_second_half": flops / r["second_half_ms_median"] / 1e9})
+    return rows
+
+
 def timeline_cold_hot(shape, smi):
     """Per query tile time of the CTA-timeline build, cold (after a pause) and right after a hot phase."""
     B, H, N, d, causal = shape
