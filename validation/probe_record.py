@@ -176,6 +176,37 @@ def sm80_build_groups(plan, seed: int, rounds: int = 5) -> list[dict]:
     return rows
 
 
+def sm90_build_groups(shapes, builds: dict, seed_of, rounds: int = 5) -> list[dict]:
+    """The A/B probes of the wgmma forward's builds: for each shape (d, H, N, B, causal), the model's pick (for this
+    GPU's spec) under each build of `builds` ({tag: defines}; all compiled concurrently first), checked and timed
+    beside cuDNN in one interleaved group on fresh inputs (``random_sets`` seeded ``seed_of(d, N)``; ``checked_rows``),
+    each row labelled "<config> <tag>" with the model's ``predicted_ms``.  Progress on stderr."""
+    import sys
+    import torch
+    from iomodel import chooser, families
+    from kernels import compile as kcompile, flash_sm90
+    from validation.peers import peer_runners
+    from validation.timing import CudaEventTimer
+
+    gpu = "h200-sxm" if "H200" in torch.cuda.get_device_name() else "h100-sxm"
+    picks = {s: chooser.choose(["flash_sm90"], gpu, {"B": s[3], "H": s[1], "H_kv": s[1], "N_q": s[2], "N_k": s[2],
+                                                     "d": s[0], "causal": s[4], "dtype": "bf16"}) for s in shapes}
+    kcompile.precompile([(lambda c, ca, df: lambda: flash_sm90.module(c, "bf16", ca, df))(picks[s].config, s[4], df)
+                         for s in shapes for df in builds.values()])
+    cudnn, timer, rows, t0 = peer_runners(torch)["sdpa_cudnn"][0], CudaEventTimer(), [], time.time()
+    for d, H, N, B, causal in shapes:
+        pick = picks[(d, H, N, B, causal)]
+        fns = [(lambda df: lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=pick.config,
+                                                                _defines=df))(df) for df in builds.values()]
+        labels = [f"{families.get('flash_sm90').label(pick.config)} {tag}" for tag in builds]
+        got = checked_rows(timer, fns, labels, random_sets(B, H, N, d, seed=seed_of(d, N)),
+                           ("sdpa_cudnn", lambda q, k, v, c=causal: cudnn(q, k, v, c)), rounds=rounds, d=d, N=N, B=B,
+                           H=H, causal=causal)
+        rows += [{**r, "predicted_ms": pick.time_s * 1e3} if r["impl"] != "sdpa_cudnn" else r for r in got]
+        print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    return rows
+
+
 def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:
     """The probes' closing table: rows grouped by their `keys` fields (in order of first appearance), each group a
     line for its peer (the row where ``is_peer(row)``) and one a row beside it: median and minimum in ms, the

@@ -4,7 +4,8 @@
         python -m validation.profile --kernel flash_sm80 --config 128,64,4,2 --d 128 --n 4096
 
 Kernels: `flash_sm80` (config block_m,block_n,warps,stages), `flash_sm90` (block_m,block_n,stages,consumers),
-`sdpa_flash` (no config); without `--config` a flash kernel runs the configuration the model ranks first.
+the peers `sdpa_flash`, `sdpa_cudnn` and `fa4` (FlashAttention-4, where installed; no config); without `--config` a
+flash kernel runs the configuration the model ranks first.
 Shape: B*N = 16384 tokens, H*d = 2048, bf16, as in the validation sweep.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m validation.profile")
-    p.add_argument("--kernel", required=True, choices=("flash_sm80", "flash_sm90", "sdpa_flash"))
+    p.add_argument("--kernel", required=True, choices=("flash_sm80", "flash_sm90", "sdpa_flash", "sdpa_cudnn", "fa4"))
     p.add_argument("--config", default=None, help="comma-separated tile sizes")
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=4096)
@@ -49,10 +50,12 @@ def main(argv=None) -> int:
         cfg = Sm90Config(*sizes[:3], args.d, sizes[3]) if sizes else None
         run = lambda: kernels.flash_attention(q, k, v, causal=args.causal, config=cfg, backend="sm90")  # noqa: E731
     else:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        def run():
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+        from .peers import peer_runners
+
+        peer, why = peer_runners(torch)[args.kernel]
+        if peer is None:
+            p.error(f"{args.kernel}: {why}")
+        run = lambda: peer(q, k, v, args.causal)  # noqa: E731
     for _ in range(args.launches):
         run()
     torch.cuda.synchronize()
