@@ -1,16 +1,15 @@
 """Accuracy statistics of the model against measured results (CPU only, numpy).
 
-A results file (``iomodel.results``, written by ``python -m validation run``) holds measured times of
-our kernels and of peers, with the calibration measured in the same run.  :func:`evaluate`
-recomputes every prediction with the *current* model (``iomodel.api``), using that calibration, and
-reports:
+A results file (``iomodel.results``, written by ``python -m validation run``) holds measured times of our kernels and
+of peers, with the calibration measured in the same run.  :func:`evaluate` recomputes every prediction with the
+*current* model (``iomodel.api``), using that calibration, and reports (beside our pick against each peer a shape,
+``iomodel.peer_ratios``):
 
 * per-row signed error of predicted time: ``(predicted - measured) / measured`` in percent
   (positive = the model thinks it slower than it is);
 * median and max absolute error over our kernels' rows and, separately, over peers' rows;
-* for each (kernel, shape) timed with >= 3 tile configs: the Spearman rank correlation between
-  predicted and measured time, and whether the model's top-ranked config is within 5% of the best
-  measured one (top-1); the pooled mean of those correlations;
+* for each (kernel, shape) timed with >= 3 tile configs: the Spearman rank correlation between predicted and measured
+  time, and whether the model's top config is within 5% of the best measured one (top-1); their pooled mean;
 * the same over every family's configs of one shape (the kernel-and-tile choice);
 * apart from all of these, which are the forward's, the same error statistics and tile ranking over
   our backward kernels' rows (``pass`` "bwd", ``iomodel.algo_peers.BACKWARD_KERNELS``), which the
@@ -31,8 +30,8 @@ from . import api, families
 from .accuracy_algos import AlgoEval, Throughput, algo_eval
 from .algo_peers import BACKWARD_KERNELS, algo_of
 from .hardware import HardwareError, resolve_gpu
-from .peers import PEERS as PEER_KERNELS
-from .peers import peer_prediction
+from .peer_ratios import PeerRatio, peer_ratios
+from .peers import PEERS as PEER_KERNELS, peer_prediction
 from .problems import conventional_flops
 from .results import ResultRow, as_row, config_label, shape_key
 
@@ -149,6 +148,7 @@ class Report:
     pooled_spearman: float | None = None
     shape_groups: list[GroupEval] = field(default_factory=list)   # every family's configs of one shape
     pooled_spearman_all: float | None = None
+    peer_ratios: list[PeerRatio] = field(default_factory=list)   # our pick of each shape against each peer
     top1_hits: int = 0
     top1_total: int = 0
     failed: list[dict] = field(default_factory=list)
@@ -350,6 +350,7 @@ def _rank_stats(rep: Report) -> None:
         if len({(r.kernel, r.config_label) for r in rows}) >= MIN_GROUP and len({r.kernel for r in rows}) >= 2:
             rep.shape_groups.append(_rank_group(source, "all", rows, lambda r: f"{r.kernel} {r.config_label}"))
     rep.pooled_spearman_all = _mean_spearman(rep.shape_groups)
+    rep.peer_ratios = peer_ratios(rep.rows)
 
 
 def evaluate(

@@ -131,6 +131,32 @@ def _choice(report: Report) -> list[str]:
             f"top-1 within 5%: {hits}/{len(report.shape_groups)}"]
 
 
+def peer_ratio_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    """The "Against the peers" table: headers and a row a (shape, our family): the model's pick, its time, each
+    peer's time over it."""
+    peers = sorted({p for pr in report.peer_ratios for p in pr.peers})
+    rows = [[shape_label(pr.shape), pr.kernel, pr.config, _num(pr.ours_s * 1e3),
+             *(_num(pr.peers.get(p)) for p in peers)] for pr in report.peer_ratios]
+    return ["shape", "ours", "the model's pick", "ms", *peers], rows
+
+
+def peer_ratio_summary(report: Report) -> str:
+    """A family by family count of the shapes where a peer was faster than the model's pick."""
+    kernels = dict.fromkeys(pr.kernel for pr in report.peer_ratios)
+    counts = [(k, [pr for pr in report.peer_ratios if pr.kernel == k]) for k in kernels]
+    return "; ".join(f"{k}: a peer faster at {sum(1 for pr in prs if pr.best_peer[1] < 1.0)} of {len(prs)} shapes"
+                     for k, prs in counts)
+
+
+def _against_peers(report: Report) -> list[str]:
+    if not report.peer_ratios:
+        return []
+    headers, rows = peer_ratio_table(report)
+    return ["", "Against the peers (each peer's measured time over the model's pick's; above 1: ours faster):",
+            *_table(headers, rows, [False, False, False] + [True] * (len(headers) - 3)),
+            f"  {peer_ratio_summary(report)}"]
+
+
 def _rows(report: Report, max_rows: int | None) -> list[str]:
     shown = report.rows if max_rows is None else report.rows[:max_rows]
     rows = [row_cells(r) + [_row_note(r)] for r in shown]
@@ -209,6 +235,7 @@ def _failures_and_notes(report: Report) -> list[str]:
 
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
-    out = (_header(report) + _errors(report) + _ranking(report) + _choice(report) + _rows(report, max_rows)
+    out = (_header(report) + _errors(report) + _ranking(report) + _choice(report) + _against_peers(report)
+           + _rows(report, max_rows)
            + _algorithms(report) + _failures_and_notes(report))
     return "\n".join(out) + "\n"

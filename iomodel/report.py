@@ -322,6 +322,16 @@ def _tile_choice_html(report) -> str:
             + f"<p>mean Spearman: {mean_all}; top-1 within 5%: {hits}/{len(report.shape_groups)}</p>")
 
 
+def _peers_html(report) -> str:
+    """Each family's pick of each shape against each peer ("" without peer rows)."""
+    from .accuracy_text import peer_ratio_summary, peer_ratio_table
+
+    return "" if not report.peer_ratios else (
+        "<h2>Against the peers</h2><p class=\"note\">Each peer's measured time over that of the row the model picks "
+        "among a family's; above 1: ours faster.</p>" + _html_table(*peer_ratio_table(report))
+        + f"<p>{_esc(peer_ratio_summary(report))}</p>")
+
+
 def _rows_table_html(report) -> str:
     """Every row: measured, predicted, error and where the prediction came from."""
     from .accuracy_text import row_cells
@@ -371,7 +381,7 @@ def validation_html(report, spec, title: str | None = None) -> str:
         f"Rank statistics over each kernel x shape timed with at least {MIN_GROUP} configs.</p>"
         f"<h2>Accuracy</h2>{stats}"
         f"<h2>Tile ranking</h2>{groups}<p>pooled mean Spearman: {pooled}; top-1 within 5%: "
-        f"{report.top1_hits}/{report.top1_total}</p>{choice}"
+        f"{report.top1_hits}/{report.top1_total}</p>{choice}{_peers_html(report)}"
         f"<h2>Roofline</h2>{roof}"
         f'<h2>Predicted vs measured</h2><div class="pair"><div class="side">{rows_t}</div>'
         f'<div class="plot">{sc_html}</div></div>'
