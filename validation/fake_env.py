@@ -260,7 +260,7 @@ class FakeEnv:
 
     def peers(self) -> dict[str, tuple[Callable | None, str | None]]:
         def runner(peer: str) -> Callable[..., Any]:
-            def run(q, k, v, causal=False):
+            def run(q, k, v, causal=False, **features):   # features: a window or softcap the peer takes
                 if peer in self.unsupported_peers:
                     raise RuntimeError(f"fake: {peer} does not support these inputs")
                 shape = q["shape"]

@@ -3,8 +3,9 @@ modifiers, as the model's shape fields (``window_left``, ``window_right``, ``sof
 ``iomodel.problems``; labelled by ``iomodel.results.shape_label``) and as the kernels' and the reference's
 arguments.
 
-A shape with features has rows of our kernels only (SDPA's backends take none of them); its ALiBi slopes
-are the standard geometric ones, 2^(-8 (h + 1) / H), made once per (H, device).
+A shape with features has rows of our kernels and of the peers that take them (SDPA's backends none,
+FlashAttention-4 a window and a softcap: ``validation.peers.peer_takes``); its ALiBi slopes are the standard
+geometric ones, 2^(-8 (h + 1) / H), made once per (H, device).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["PEERS", "FA4", "peer_runners"]
+__all__ = ["PEERS", "FA4", "PEER_FEATURES", "peer_runners", "peer_takes"]
 
 #: peer kernel name -> SDPBackend member name
 PEERS: dict[str, str] = {
@@ -24,6 +24,17 @@ PEERS: dict[str, str] = {
 FA4 = "fa4"
 #: the compute capabilities (major) FlashAttention-4's forward runs on
 FA4_ARCHS = (9, 10)
+#: the features beyond (causal) attention each peer takes (``iomodel.problems``' names): SDPA's backends none,
+#: FlashAttention-4 a sliding window and a softcap (no ALiBi slopes)
+PEER_FEATURES: dict[str, frozenset] = {FA4: frozenset({"window", "softcap"})}
+
+
+def peer_takes(peer: str, shape) -> bool:
+    """Whether `peer` runs the shape's features (its window and score modifiers; every peer runs a shape without)."""
+    from iomodel.problems import is_windowed, score_mods_of
+
+    wanted = set(score_mods_of(shape)) | ({"window"} if is_windowed(shape) else set())
+    return wanted <= PEER_FEATURES.get(peer, frozenset())
 
 
 def peer_runners(torch) -> dict[str, tuple[Callable[..., Any] | None, str | None]]:
@@ -68,11 +79,16 @@ def _fa4_runner(torch) -> tuple[Callable[..., Any] | None, str | None]:
     except Exception as exc:  # noqa: BLE001 - any import failure of the optional package skips the peer
         return None, f"flash_attn.cute (pip install flash-attn-4) not importable: {type(exc).__name__}: {exc}"[:300]
 
-    def run(q, k, v, causal=False):
+    def run(q, k, v, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None):
         # FlashAttention-4 takes (B, N, H, d): the (B, H, N, d) tensors go in as transposed views, which it reads
         # in place (last dimension contiguous, strides 16-byte aligned: its maybe_contiguous copies nothing), and
-        # its (B, N, H, d) output comes back as a (B, H, N, d) view
-        out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=bool(causal))
+        # its (B, N, H, d) output comes back as a (B, H, N, d) view.  A window side below 0 is None there (it
+        # reads (-1, 0) as a left bound of -1).
+        if alibi_slopes is not None:
+            raise ValueError("FlashAttention-4 takes no ALiBi slopes")
+        window = tuple(None if w < 0 else int(w) for w in window_size)
+        out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=bool(causal),
+                              window_size=window, softcap=float(softcap))
         return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
 
     run.version = _fa4_version()

@@ -12,7 +12,7 @@ from iomodel import families as _registry
 from iomodel.accuracy import OUR_KERNELS, PEER_KERNELS
 from iomodel.algo_peers import algo_of
 from iomodel.results import config_label, shape_label
-from .features import has_features
+from .peers import peer_takes
 
 __all__ = ["SWEEP_KERNELS", "ONLY_CHOICES", "DEFAULT_ONLY", "SWEEP_N", "TOKENS", "HIDDEN", "make_shape",
            "default_shapes", "KernelFamily", "PlannedRow", "build_plan"]
@@ -130,7 +130,8 @@ def build_plan(
 
     At ``N == sweep_n`` every shipped config of the head dim (model order when the model ranks them,
     through ``predictor.rank``); elsewhere the model's top config (the first shipped one when the
-    model cannot rank).  Peers at every shape without a window or score modifier."""
+    model cannot rank).  Peers at every shape that they take (a window or score modifier: FlashAttention-4's
+    window and softcap alone, ``validation.peers.peer_takes``)."""
     only = set(only)
     notes = notes if notes is not None else []
     rows: list[PlannedRow] = []
@@ -139,6 +140,6 @@ def build_plan(
             fam = families.get(kname)
             if kname in only and fam is not None and not fam.skip:
                 rows += _family_rows(fam, shape, predictor, sweep_n, notes)
-        if "peers" in only and not has_features(shape):   # SDPA's backends take no window or modifier
-            rows += [PlannedRow(peer, shape, None, "peer") for peer in PEER_KERNELS]
+        if "peers" in only:   # a shape with a window or a modifier: the peers that take it (validation.peers)
+            rows += [PlannedRow(peer, shape, None, "peer") for peer in PEER_KERNELS if peer_takes(peer, shape)]
     return rows

@@ -191,6 +191,8 @@ def row_callable(row: PlannedRow, run: Callable[..., Any], features: dict | None
     shape's window and score modifiers as the kernels take them (``validation.features``)."""
     causal = bool(row.shape.get("causal"))
     if row.is_peer:
+        if features:   # a peer that takes the shape's features (validation.peers.peer_takes)
+            return lambda q, k, v: run(q, k, v, causal, **features)
         return lambda q, k, v: run(q, k, v, causal)
     cfg = row.config
     if features:

@@ -52,9 +52,12 @@ def test_fa4_skipped_where_not_installed(monkeypatch):
 def test_fa4_called_in_its_layout_and_handed_back_in_ours(monkeypatch):
     calls = []
 
-    def flash_attn_func(q, k, v, causal=False):
+    def flash_attn_func(q, k, v, causal=False, window_size=(None, None), softcap=0.0):
         calls.append((q.dims, k.dims, v.dims, causal))
+        windows.append((window_size, softcap))
         return FakeTensor(q.dims), "lse"
+
+    windows = []
 
     cute = types.ModuleType("flash_attn.cute")
     cute.flash_attn_func = flash_attn_func
@@ -67,3 +70,21 @@ def test_fa4_called_in_its_layout_and_handed_back_in_ours(monkeypatch):
     out = run(FakeTensor((B, H, N, d)), FakeTensor((B, H_kv, N + 1, d)), FakeTensor((B, H_kv, N + 1, d)), causal)
     assert calls == [((B, N, H, d), (B, N + 1, H_kv, d), (B, N + 1, H_kv, d), causal)]
     assert out.dims == (B, H, N, d)
+    # a window side below 0 is None for FlashAttention-4 (it reads -1 as a bound); ALiBi it refuses
+    left = random.randint(0, 4096)
+    run(FakeTensor((B, H, N, d)), FakeTensor((B, H_kv, N, d)), FakeTensor((B, H_kv, N, d)), True,
+        window_size=(left, 0), softcap=30.0)
+    run(FakeTensor((B, H, N, d)), FakeTensor((B, H_kv, N, d)), FakeTensor((B, H_kv, N, d)), True, window_size=(-1, 0))
+    assert windows[1:] == [((left, 0), 30.0), ((None, 0), 0.0)]
+    with pytest.raises(ValueError, match="ALiBi"):
+        run(FakeTensor((B, H, N, d)), FakeTensor((B, H, N, d)), FakeTensor((B, H, N, d)), True, alibi_slopes=object())
+
+
+def test_which_peers_take_which_features():
+    plain = {"causal": True}
+    assert all(peers.peer_takes(p, plain) for p in MODEL_PEERS)
+    window = {"causal": True, "window_left": random.randint(0, 8192), "window_right": 0}
+    softcap = {"causal": False, "softcap": random.uniform(1, 50)}
+    for s in (window, softcap, {**window, **softcap}):
+        assert [p for p in MODEL_PEERS if peers.peer_takes(p, s)] == [peers.FA4]
+    assert not any(peers.peer_takes(p, {**window, "alibi": True}) for p in MODEL_PEERS)

@@ -103,7 +103,7 @@ def test_predictor_predict_and_peer_summaries(spec):
     assert pred is None and "nope" in err
 
 
-def test_feature_shapes_parse_label_and_have_no_peer_rows(spec, fake_api):
+def test_feature_shapes_parse_label_and_have_the_peers_that_take_them(spec, fake_api):
     import argparse
 
     import pytest
@@ -124,6 +124,9 @@ def test_feature_shapes_parse_label_and_have_no_peer_rows(spec, fake_api):
             _parse_shape(bad)
     fams = {"flash_sm80": KernelFamily("flash_sm80", [dict(block_m=128, block_n=64, warps=4, stages=2, head_dim=128)],
                                        run=lambda *a: None)}
-    plan = build_plan([win, make_shape(4096, 128, True)], fams, Predictor(spec, None, api=fake_api))
-    assert [r.kernel for r in plan if r.shape is win or r.shape == win] == ["flash_sm80"]
-    assert sum(r.is_peer for r in plan) == 4   # the plain shape's peers only (SDPA's three and FlashAttention-4)
+    alibi = _parse_shape("4096:128:causal:softcap30:alibi")
+    plan = build_plan([win, alibi, make_shape(4096, 128, True)], fams, Predictor(spec, None, api=fake_api))
+    # the window shape: our kernel and FlashAttention-4 (it takes windows); ALiBi: ours alone (no peer takes it)
+    assert [r.kernel for r in plan if r.shape == win] == ["flash_sm80", "fa4"]
+    assert [r.kernel for r in plan if r.shape == alibi] == ["flash_sm80"]
+    assert sum(r.is_peer for r in plan) == 5   # the plain shape's four (SDPA's three and FlashAttention-4) and fa4
