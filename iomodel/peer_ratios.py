@@ -36,9 +36,10 @@ def peer_ratios(rows: Iterable[Any]) -> list[PeerRatio]:
     out = []
     for (source, _), group in groups.items():
         peers = {r.kernel: r.measured_s for r in group if r.is_peer}
+        if not peers:
+            continue
         for kernel in dict.fromkeys(r.kernel for r in group if not r.is_peer and r.predicted_s):
             pick = min((r for r in group if r.kernel == kernel and r.predicted_s), key=lambda r: r.predicted_s)
-            if peers:
-                out.append(PeerRatio(source, dict(pick.shape), kernel, pick.config_label, pick.measured_s,
-                                     {p: t / pick.measured_s for p, t in peers.items()}))
+            out.append(PeerRatio(source, dict(pick.shape), kernel, pick.config_label, pick.measured_s,
+                                 {p: t / pick.measured_s for p, t in peers.items()}))
     return out

@@ -188,7 +188,7 @@ def sm90_build_groups(shapes, builds: dict, seed_of, rounds: int = 5) -> list[di
     from validation.peers import peer_runners
     from validation.timing import CudaEventTimer
 
-    gpu = "h200-sxm" if "H200" in torch.cuda.get_device_name() else "h100-sxm"
+    gpu = torch.cuda.get_device_name()   # the chooser resolves a device name to its spec
     picks = {s: chooser.choose(["flash_sm90"], gpu, {"B": s[3], "H": s[1], "H_kv": s[1], "N_q": s[2], "N_k": s[2],
                                                      "d": s[0], "causal": s[4], "dtype": "bf16"}) for s in shapes}
     kcompile.precompile([(lambda c, ca, df: lambda: flash_sm90.module(c, "bf16", ca, df))(picks[s].config, s[4], df)

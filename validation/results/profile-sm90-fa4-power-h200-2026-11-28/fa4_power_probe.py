@@ -15,9 +15,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "profile-power-
 from power_probe import Smi, forward_pair_rows, sweep  # noqa: E402
 from kernels import flash_sm90  # noqa: E402
 from validation import probe_record  # noqa: E402
-from validation.peers import _fa4_runner  # noqa: E402
+from validation.peers import FA4, peer_runners  # noqa: E402
 
-fa4, why = _fa4_runner(torch)
+fa4, why = peer_runners(torch)[FA4]
 if fa4 is None:
     raise SystemExit(f"FlashAttention-4: {why}")
 
