@@ -25,7 +25,10 @@
 // Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
 // SM90_BOTTOM_SHORT (A/B only: a causal head's short tile last, tile_row0),
 // SM90_DYN_MAX, SM90_OWN_MAX, SM90_TURN_MAX (the head dims with each scheduling feature, below),
-// SM90_DYNAMIC_FULL (the dynamic schedule without a mask too) and SM90_UNROTATED (tile_of_round) for A/B runs,
+// SM90_EARLY_ABOVE (the head dims above it rescale O before the P V product, FwdTraits::kRescaleEarly; A/B),
+// SM90_ALPHA_FIRST_MAX (the head dims up to it start the row sums at l * alpha, FwdTraits::kAlphaFirst; A/B),
+// SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
+// (the producer's K(n) and V(n) together) for A/B runs, SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -40,6 +43,12 @@
 #endif
 #ifndef SM90_TURN_MAX
 #define SM90_TURN_MAX 192
+#endif
+#ifndef SM90_EARLY_ABOVE
+#define SM90_EARLY_ABOVE 192
+#endif
+#ifndef SM90_ALPHA_FIRST_MAX
+#define SM90_ALPHA_FIRST_MAX 64
 #endif
 
 namespace sm90 {
@@ -93,6 +102,28 @@ struct FwdTraits {
     // warpgroup's softmax then runs while the others' matrix products use the tensor cores.
     // Without it the warpgroups can fall into step and all wait on the tensor cores together.
     static constexpr bool kTurns = kHeadDim_ <= SM90_TURN_MAX;
+    // Where O is rescaled by a chunk's alpha: after its P V product is done (the chunk's end, when the next
+    // issue waits on those multiplies), or, at d = 256 where O is 128 registers a thread, while the next S
+    // product runs, between its issue and the P V product's (FlashAttention-3's RescaleOBeforeGemm; 1.5 to
+    // 4.4% faster).  Not at d = 192, whose warpgroups take turns: the multiplies sat inside the turn (2 to 5%
+    // slower; validation/results/profile-sm90-rescale-h200-2026-11-28/).
+    static constexpr bool kRescaleEarly = kHeadDim_ > SM90_EARLY_ABOVE;
+    // The online softmax's row sums start at l * alpha (online_softmax): alpha is then needed before the
+    // tile's exponentials are summed, so ptxas issues its EX2 ahead of theirs, and O's multiplies run beside
+    // them once the P V product is done, not behind the MUFU queue at the chunk's end.  At d = 128, where
+    // the P V product is long and O is rescaled after it, that hoisted the wait on it into the
+    // exponentials (2 to 5% slower causal at 128x176); with kRescaleEarly O's multiplies do not wait on it.
+    static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly;
+    // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
+    // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
+    // last, at the end of a step (2% at d = 64 N = 32768 causal, 1 to 3% at d = 256 causal, within noise
+    // elsewhere: validation/results/profile-sm90-rescale-h200-2026-11-28/).  Not with a sliding window, whose
+    // producer (24 registers) then spilled.  SM90_KV_TOGETHER (A/B only): K(n) and V(n) together, as before.
+#ifdef SM90_KV_TOGETHER
+    static constexpr bool kVLag = false;
+#else
+    static constexpr bool kVLag = !kLocal_;
+#endif
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
     // 64-element column blocks (TMA boxes): d = 32 and 96 fill their last one partly, TMA writing zeros
@@ -166,9 +197,9 @@ __device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap
 template <class T>
 __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float (&m)[2], float (&l)[2],
                                                float (&alpha)[2], float scale_log2) {
-    float mx[2] = {neg_inf(), neg_inf()};
+    float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
 #pragma unroll
-    for (int i = 0; i < T::kBlockN / 8; ++i) {
+    for (int i = 1; i < T::kBlockN / 8; ++i) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * i + 0], s[4 * i + 1]));
         mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
@@ -185,7 +216,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
         alpha[r] = ex2(m[r] - mu[r]);
         m[r] = m_new;
     }
-    float sum[2] = {0.f, 0.f};
+    float sum[2] = {T::kAlphaFirst ? l[0] * alpha[0] : 0.f, T::kAlphaFirst ? l[1] * alpha[1] : 0.f};
 #pragma unroll
     for (int i = 0; i < T::kBlockN / 8; ++i) {
 #pragma unroll
@@ -196,8 +227,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
             sum[r] += p;
         }
     }
-    l[0] = l[0] * alpha[0] + sum[0];
-    l[1] = l[1] * alpha[1] + sum[1];
+    l[0] = T::kAlphaFirst ? sum[0] : l[0] * alpha[0] + sum[0];
+    l[1] = T::kAlphaFirst ? sum[1] : l[1] * alpha[1] + sum[1];
 }
 
 template <class T>
@@ -444,21 +475,35 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);
                     n_loads -= ti.j0(sq.n_q, sq.n_k, win_left);
                 }
-                for (int it = 0; it < n_loads; ++it) {
-                    const int n = ti.n_blocks - 1 - it;
-                    mbar_wait(emptyK(stage), phase ^ 1);
-                    mbar_arrive_expect_tx(fullK(stage), T::kBytesKV);
+                // chunk n's K (or V) into stage st once the consumers emptied it
+                auto load_kv = [&](u32 base, const TmaDesc* tm, u32 full, u32 empty, int n, int st, u32 ph) {
+                    mbar_wait(empty, ph ^ 1);
+                    mbar_arrive_expect_tx(full, T::kBytesKV);
 #pragma unroll
                     for (int db = 0; db < T::kDBlocks; ++db)
-                        tma_load_4d(sK + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmK, fullK(stage),
-                                    db * 64, ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
-                    mbar_wait(emptyV(stage), phase ^ 1);
-                    mbar_arrive_expect_tx(fullV(stage), T::kBytesKV);
-#pragma unroll
-                    for (int db = 0; db < T::kDBlocks; ++db)
-                        tma_load_4d(sV + stage * T::kBytesKV + db * (T::kBlockN * 128), &tmV, fullV(stage),
-                                    db * 64, ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
-                    next_stage<S>(stage, phase);
+                        tma_load_4d(base + st * T::kBytesKV + db * (T::kBlockN * 128), tm, full, db * 64,
+                                    ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
+                };
+                if constexpr (T::kVLag) {
+                    int pstage = 0;
+                    u32 pphase = 0;
+                    for (int it = 0; it < n_loads; ++it) {
+                        const int n = ti.n_blocks - 1 - it;
+                        load_kv(sK, &tmK, fullK(stage), emptyK(stage), n, stage, phase);
+                        if (it > 0) load_kv(sV, &tmV, fullV(pstage), emptyV(pstage), n + 1, pstage, pphase);
+                        pstage = stage;
+                        pphase = phase;
+                        next_stage<S>(stage, phase);
+                    }
+                    if (n_loads > 0)
+                        load_kv(sV, &tmV, fullV(pstage), emptyV(pstage), ti.n_blocks - n_loads, pstage, pphase);
+                } else {
+                    for (int it = 0; it < n_loads; ++it) {
+                        const int n = ti.n_blocks - 1 - it;
+                        load_kv(sK, &tmK, fullK(stage), emptyK(stage), n, stage, phase);
+                        load_kv(sV, &tmV, fullV(stage), emptyV(stage), n, stage, phase);
+                        next_stage<S>(stage, phase);
+                    }
                 }
             };
             if constexpr (T::kDynamic) {
@@ -650,8 +695,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     const int pstage = stage;
                     const u32 pphase = phase;
                     next_stage<S>(stage, phase);
-                    // V(j) was issued before K(j+1): wait for both, then fence once and issue both
-                    // (a wait loop between two wgmma issues makes ptxas inject another fence).
+                    // Wait for both V(j) and K(j+1) (whichever the producer issued first), then fence once and
+                    // issue both (a wait loop between two wgmma issues makes ptxas inject another fence).
                     mbar_wait(fullV(pstage), pphase);
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
@@ -659,6 +704,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16>(
                         s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
+                    if constexpr (T::kRescaleEarly) {   // under the S product; O's registers change: fence again
+                        rescale_o<T>(o, alpha);
+                        wgmma_fence();
+                    }
                     wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + pstage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
@@ -679,7 +728,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     fence_regs(o);
                     fence_regs(p);
                     mbar_arrive(emptyV(pstage));
-                    rescale_o<T>(o, alpha);
+                    if constexpr (!T::kRescaleEarly) rescale_o<T>(o, alpha);
                     pack_p<T>(p, s);
                 };
                 // The chunks that need a mask (causal diagonal, key tail) come first; the loop over
@@ -697,6 +746,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
                 turn_wait();
+                if constexpr (T::kRescaleEarly) rescale_o<T>(o, alpha);
                 wgmma_fence();
                 wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();

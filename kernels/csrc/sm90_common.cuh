@@ -114,6 +114,20 @@ __device__ __forceinline__ u64 make_desc_sw128(u32 smem_addr, u32 lbo_bytes, u32
     return d;
 }
 
+// The same descriptor in its two 32-bit words, for a walk over one tile: the low word (start address >> 4 and
+// the leading byte offset) of the tile's base once, each step's offset added to it (offset >> 4: the tile stays
+// inside shared memory's 256 KiB window, so the 14-bit address field cannot carry), the high word a constant.
+// make_desc_sw128 at every step cost four uniform instructions a descriptor (mask, shift, or, add), 16
+// descriptors a chunk at d = 64.
+__device__ __forceinline__ u32 desc_lo_sw128(u32 smem_addr, u32 lbo_bytes) {
+    return ((smem_addr & 0x3FFFF) >> 4) | (((lbo_bytes >> 4) & 0x3FFF) << 16);
+}
+template <u32 SBO_BYTES>
+__device__ __forceinline__ u64 desc_sw128_at(u32 lo, u32 offset_bytes) {
+    constexpr u32 hi = ((SBO_BYTES >> 4) & 0x3FFF) | (1u << 30);   // bits 32-45 and the swizzle mode (bit 62)
+    return (static_cast<u64>(hi) << 32) | (lo + (offset_bytes >> 4));
+}
+
 // ----------------------------------------------------------------------------------- misc
 template <u32 N>
 __device__ __forceinline__ void setmaxnreg_inc() {

@@ -11,14 +11,36 @@
 
 namespace sm90 {
 
+// SM90_DESC_EACH_STEP (A/B runs only): every step's descriptor built whole (make_desc_sw128), as before 2026-11-28.
+#ifdef SM90_DESC_EACH_STEP
+template <u32 SBO_BYTES>
+__device__ __forceinline__ u64 desc_step(u32 base, u32 lbo_bytes, u32 offset_bytes) {
+    return make_desc_sw128(base + offset_bytes, lbo_bytes, SBO_BYTES);
+}
+#else
+template <u32 SBO_BYTES>
+__device__ __forceinline__ u64 desc_step(u32 lo, u32, u32 offset_bytes) {
+    return desc_sw128_at<SBO_BYTES>(lo, offset_bytes);
+}
+#endif
+// a tile's descriptor base for desc_step: its address, or its descriptor's low word
+__device__ __forceinline__ u32 desc_base(u32 smem_addr, u32 lbo_bytes) {
+#ifdef SM90_DESC_EACH_STEP
+    return smem_addr + 0 * lbo_bytes;
+#else
+    return desc_lo_sw128(smem_addr, lbo_bytes);
+#endif
+}
+
 // D (64 x N) = A B^T over K: A the 64 rows at a_base of a K-major tile of A_ROWS rows, B the N rows at
 // b_base of a K-major tile of B_ROWS rows.  Overwrites D (scale_d 0 on the first step).
 template <int N, int K, int A_ROWS, int B_ROWS, bool BF16>
 __device__ __forceinline__ void wgmma_tile_ss(float (&d)[N / 2], u32 a_base, u32 b_base) {
+    const u32 a_lo = desc_base(a_base, 16), b_lo = desc_base(b_base, 16);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-        const u64 da = make_desc_sw128(a_base + (kk / 4) * (A_ROWS * 128) + (kk % 4) * 32, 16, 1024);
-        const u64 db = make_desc_sw128(b_base + (kk / 4) * (B_ROWS * 128) + (kk % 4) * 32, 16, 1024);
+        const u64 da = desc_step<1024>(a_lo, 16, (kk / 4) * (A_ROWS * 128) + (kk % 4) * 32);
+        const u64 db = desc_step<1024>(b_lo, 16, (kk / 4) * (B_ROWS * 128) + (kk % 4) * 32);
         wgmma_ss<N, BF16>(d, da, db, kk > 0 ? 1 : 0);
     }
 }
@@ -27,9 +49,10 @@ __device__ __forceinline__ void wgmma_tile_ss(float (&d)[N / 2], u32 a_base, u32
 // k16 step), B an MN-major tile of K rows x N columns at b_base.
 template <int N, int K, bool BF16>
 __device__ __forceinline__ void wgmma_tile_rs(float (&d)[N / 2], const u32 (&a)[K / 4], u32 b_base) {
+    const u32 b_lo = desc_base(b_base, K * 128);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, K * 128, 1024);
+        const u64 db = desc_step<1024>(b_lo, K * 128, kk * 16 * 128);
         wgmma_rs<N, BF16>(d, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, 1);
     }
 }
@@ -38,10 +61,11 @@ __device__ __forceinline__ void wgmma_tile_rs(float (&d)[N / 2], const u32 (&a)[
 // 64 columns at a_base of a tile of K rows, B the N columns at b_base of a tile of K rows.  Overwrites D.
 template <int N, int K, bool BF16>
 __device__ __forceinline__ void wgmma_tile_sst(float (&d)[N / 2], u32 a_base, u32 b_base) {
+    const u32 a_lo = desc_base(a_base, K * 128), b_lo = desc_base(b_base, K * 128);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-        const u64 da = make_desc_sw128(a_base + kk * 16 * 128, K * 128, 1024);
-        const u64 db = make_desc_sw128(b_base + kk * 16 * 128, K * 128, 1024);
+        const u64 da = desc_step<1024>(a_lo, K * 128, kk * 16 * 128);
+        const u64 db = desc_step<1024>(b_lo, K * 128, kk * 16 * 128);
         wgmma_sst<N, BF16>(d, da, db, kk > 0 ? 1 : 0);
     }
 }
