@@ -112,10 +112,13 @@ SHIPPED: tuple[Sm90Config, ...] = (
 #: Variants whose ptxas report spills (tests/kernels/test_build_variants.py), not
 #: offered: the configs at the register limit (two consumer warpgroups at 168 registers by ptxas's count,
 #: three at 128) have no room for a window's bounds together with a softcap's or ALiBi's values (the
-#: lists below are ptxas's, variant by variant).  Since the wgmma descriptors are a tile's low word plus each
-#: step's offset (sm90_tiles.cuh, 2026-11-28) 20 of the 49 variants listed before no longer spill; the row
-#: sums started at l * alpha (d <= 64: kAlphaFirst) added 192x128 d = 64 causal softcap ALiBi and 192x144 d = 32
-#: window softcap ALiBi.
+#: lists below are ptxas's, variant by variant).  The chunk-loop changes of 2026-11-28 took the list from 49
+#: variants to 31.  Against the shipped build, with one change undone by its A/B switch (validation/results/
+#: profile-sm90-rescale-h200-2026-11-28/spill_switches.py): alpha first and the early O rescale undone, 13 more
+#: spill (d = 32, 64 and 256) and 2 fewer (192x128 d = 64 causal softcap ALiBi, 192x144 d = 32 window softcap
+#: ALiBi); K and V loaded together, 2 more (128x176 d = 128 and 128x192 d = 96 causal softcap ALiBi); each
+#: step's descriptor built whole, 1 more (128x112 d = 192 window softcap ALiBi) and 2 fewer (128x80 d = 256 window
+#: softcap ALiBi, causal and not).
 SPILLING = (
     spilling(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
     + spilling(Sm90Config(128, 80, 2, 256, 2), "causal window softcap alibi", "window softcap alibi")

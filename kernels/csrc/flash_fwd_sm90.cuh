@@ -116,7 +116,7 @@ struct FwdTraits {
     static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly;
     // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
-    // last, at the end of a step (2% at d = 64 N = 32768 causal, 1 to 3% at d = 256 causal, within noise
+    // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise
     // elsewhere: validation/results/profile-sm90-rescale-h200-2026-11-28/).  Not with a sliding window, whose
     // producer (24 registers) then spilled.  SM90_KV_TOGETHER (A/B only): K(n) and V(n) together, as before.
 #ifdef SM90_KV_TOGETHER
