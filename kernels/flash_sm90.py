@@ -34,6 +34,14 @@ DEFAULT_DEFINES: tuple[str, ...] = ()
 # rule below 0.3% to 8% slower than it, sections of 64 heads and more slower than 32).
 SECTION_WAVES = 2
 SECTION_HEADS = (16, 32)
+# ... and no more heads than their K and V fit in this share of the L2: at long sequences a section of 16 heads
+# holds more K and V than the L2 (128 MB at d = 128 N = 16384), and the CTAs re-read them from DRAM (ncu on the
+# H200: 4x FlashAttention-4's DRAM bytes, L2 hit rate 79% against its 96%; at the 700 W cap the kernel ran at a
+# 7 to 8% lower SM clock than FlashAttention-4 though it took 4% fewer cycles at one clock).  Sections whose K and V
+# take 34 MB (4 heads there, 2 at N = 32768, 8 at d = 64 N = 16384 or d = 128 N = 8192) ran 1.6 to 4.3% faster at
+# N >= 16384 and 1% at N = 8192; half or twice that many heads 0.8 to 2.6% slower than the best
+# (validation/results/profile-sm90-alpha-tiles-h200-2026-11-28/, sections.json, ncu/, power-causal.json).
+L2_DYNAMIC_SHARE = 2 / 3
 # The static schedule (d > 128): sections of heads whose K and V together take at most this share of the
 # L2; below MIN_SECTION_HEADS heads per section all tiles go longest first over all heads.
 L2_SECTION_SHARE = 0.4
@@ -79,10 +87,19 @@ def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: i
     target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
     exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
     if exact:
-        return min(exact, key=lambda p: abs(p - target))
-    sections = max(1, round(heads / target))   # else the nearest even split
-    per = -(-heads // sections)
-    return min(heads, -(-per // group) * group)
+        per = min(exact, key=lambda p: abs(p - target))
+    else:
+        sections = max(1, round(heads / target))   # else the nearest even split
+        per = min(heads, -(-(-(-heads // sections)) // group) * group)
+    # the L2's cap: the query heads whose K and V fit its share, whole groups (one group at least)
+    cap = max(1, int(L2_DYNAMIC_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))) * group
+    if per <= cap:
+        return per
+    fits = [p for p in range(group, cap + 1, group) if heads % p == 0]   # sections of one size, if not too small
+    if fits and 2 * fits[-1] >= cap:
+        return fits[-1]
+    sections = -(-heads // cap)   # else the fewest sections under the cap, split evenly
+    return min(heads, -(-(-(-heads // sections)) // group) * group)
 
 
 def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:

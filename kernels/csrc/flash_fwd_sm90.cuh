@@ -27,6 +27,7 @@
 // SM90_DYN_MAX, SM90_OWN_MAX, SM90_TURN_MAX (the head dims with each scheduling feature, below),
 // SM90_EARLY_ABOVE (the head dims above it rescale O before the P V product, FwdTraits::kRescaleEarly; A/B),
 // SM90_ALPHA_FIRST_MAX (the head dims up to it start the row sums at l * alpha, FwdTraits::kAlphaFirst; A/B),
+// SM90_ALPHA_FIRST_CAUSAL_N (so do d = 128's plain causal kernels with chunks up to that many keys; 0 = none; A/B),
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
 // (the producer's K(n) and V(n) together) for A/B runs, SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
 // SM90_WATCHDOG (trap on a hung barrier wait).
@@ -49,6 +50,9 @@
 #endif
 #ifndef SM90_ALPHA_FIRST_MAX
 #define SM90_ALPHA_FIRST_MAX 64
+#endif
+#ifndef SM90_ALPHA_FIRST_CAUSAL_N
+#define SM90_ALPHA_FIRST_CAUSAL_N 128
 #endif
 
 namespace sm90 {
@@ -113,7 +117,13 @@ struct FwdTraits {
     // them once the P V product is done, not behind the MUFU queue at the chunk's end.  At d = 128, where
     // the P V product is long and O is rescaled after it, that hoisted the wait on it into the
     // exponentials (2 to 5% slower causal at 128x176); with kRescaleEarly O's multiplies do not wait on it.
-    static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly;
+    // d = 128's plain causal kernels of chunks up to 128 keys take it: 128x128 s2 and s3 ran 0.1 to 4.5% faster in
+    // one round and 1.5% / 0.8% faster on average in a second (where the unchanged 128x176 moved by -1.9 to +0.3%);
+    // without a mask s3 ran 2 to 3% slower (validation/results/profile-sm90-alpha-tiles-h200-2026-11-28/).  Not the
+    // window or modifier kernels, whose spills were measured without it (iomodel/families/flash_sm90.py, SPILLING).
+    static constexpr bool kAlphaCausal = kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0 && kHeadDim_ == 128 &&
+                                         kBlockN_ <= SM90_ALPHA_FIRST_CAUSAL_N;
+    static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly || kAlphaCausal;
     // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
     // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise

@@ -1,12 +1,12 @@
 """The wgmma forward's causal sections (``kernels.flash_sm90.heads_per_section``), no GPU: under the dynamic
 schedule a section holds two waves of tiles within 16 to 32 query heads, the sections are of one size where
-B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups; above
-d = 128 (the static schedule) the L2 rule."""
+B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups, and their K and V
+fit two thirds of the L2 (long sequences); above d = 128 (the static schedule) the L2 rule."""
 from __future__ import annotations
 
 import pytest
 
-from kernels.flash_sm90 import DYNAMIC_MAX_HEAD_DIM, SECTION_HEADS, heads_per_section
+from kernels.flash_sm90 import DYNAMIC_MAX_HEAD_DIM, L2_DYNAMIC_SHARE, SECTION_HEADS, heads_per_section
 
 L2 = 50 << 20
 SMS = 132
@@ -40,6 +40,34 @@ def test_sections_are_whole_groups_and_nearly_even(B, H, H_kv, N, block_m):
     if heads >= SECTION_HEADS[0]:
         assert sec <= SECTION_HEADS[1] + group or n == 1
         assert last >= sec - n * group, (sec, last)   # the remainder is short by under a group a section
+
+
+@pytest.mark.parametrize("B, H, H_kv, N, d, block_m, want", [
+    (1, 16, 16, 16384, 128, 128, 4),    # 8 MiB of K and V a head: 4 of them fit 2/3 of 50 MiB; 16 would be 128 MiB
+    (2, 16, 16, 8192, 128, 128, 8),
+    (1, 32, 32, 16384, 64, 192, 8),
+    (1, 32, 32, 32768, 64, 192, 4),
+    (1, 32, 32, 32768, 128, 128, 2),
+    (1, 32, 8, 32768, 128, 128, 8),     # GQA 4:1: two KV heads fit, eight query heads
+    (1, 10, 10, 16384, 128, 128, 2),    # 4 fit; 2 divides 10 (sections of one size)
+    (1, 12, 12, 16384, 128, 128, 4),
+    (1, 37, 37, 32768, 128, 128, 1),    # one head a section at most
+])
+def test_long_sequences_cap_a_sections_k_and_v_at_a_share_of_the_l2(B, H, H_kv, N, d, block_m, want):
+    sec = _sections(B, H, H_kv, N, d, block_m)
+    assert sec == want
+    kv_head = 2 * N * d * 2
+    assert sec // (H // H_kv) * kv_head <= L2_DYNAMIC_SHARE * L2 or sec == H // H_kv
+
+
+@pytest.mark.parametrize("B, H, H_kv, N, d", [(1, 24, 24, 16384, 128), (1, 40, 40, 32768, 64), (3, 7, 7, 32768, 128),
+                                              (2, 48, 16, 16384, 128), (1, 64, 64, 65536, 64)])
+def test_capped_sections_are_whole_groups_under_the_cap(B, H, H_kv, N, d):
+    heads, group = B * H, H // H_kv
+    sec = _sections(B, H, H_kv, N, d, 128)
+    cap = max(1, int(L2_DYNAMIC_SHARE * L2 // (2 * N * d * 2))) * group
+    assert sec % group == 0 and group <= sec <= max(cap, group)
+    assert sec >= cap // 2 or heads % sec != 0   # not needlessly small: a divisor at least half the cap, else split
 
 
 def test_above_the_dynamic_schedule_the_l2_rule_decides():
