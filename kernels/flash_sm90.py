@@ -89,8 +89,7 @@ def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: i
     if exact:
         per = min(exact, key=lambda p: abs(p - target))
     else:
-        sections = max(1, round(heads / target))   # else the nearest even split
-        per = min(heads, -(-(-(-heads // sections)) // group) * group)
+        per = _even_split(heads, max(1, round(heads / target)), group)   # else the nearest even split
     # the L2's cap: the query heads whose K and V fit its share, whole groups (one group at least)
     cap = max(1, int(L2_DYNAMIC_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))) * group
     if per <= cap:
@@ -98,8 +97,13 @@ def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: i
     fits = [p for p in range(group, cap + 1, group) if heads % p == 0]   # sections of one size, if not too small
     if fits and 2 * fits[-1] >= cap:
         return fits[-1]
-    sections = -(-heads // cap)   # else the fewest sections under the cap, split evenly
-    return min(heads, -(-(-(-heads // sections)) // group) * group)
+    return _even_split(heads, -(-heads // cap), group)   # else the fewest sections under the cap, split evenly
+
+
+def _even_split(heads: int, sections: int, group: int) -> int:
+    """The heads of each of `sections` sections of `heads` split as evenly as whole groups of `group` allow."""
+    per = -(-heads // sections)
+    return min(heads, -(-per // group) * group)
 
 
 def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
