@@ -19,7 +19,7 @@ from iomodel.families import flash_sm90 as _flash_sm90
 from iomodel.families import matmul_sm80 as _matmul_sm80
 
 __all__ = ["DTYPES", "CSRC", "flash_sm80_kernel", "flash_sm80_merge_kernel", "matmul_kernel", "softmax_kernel", "unfused_kernels",
-           "sm80_unit", "sm90_kernel", "sm90_instance", "sm90_unit", "wgmma_header_text",
+           "sm80_unit", "sm90_kernel", "sm90_instance", "sm90_splits", "sm90_unit", "wgmma_header_text",
            "write_wgmma_header", "WGMMA_HEADER"]
 
 CSRC = Path(__file__).resolve().parent / "csrc"
@@ -130,10 +130,17 @@ def sm90_kernel(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool
             f"{'_varlen' if varlen else ''}{'_local' if local else ''}{f'_mods{int(mods)}' if mods else ''}")
 
 
+def sm90_splits(causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> bool:
+    """Whether a variant takes the tail split's arguments: the plain kernel without a mask, window, modifier or
+    varlen batch (``FwdTraits::kSplit``; every tile of it streams the same chunks)."""
+    return not (causal or varlen or local or mods)
+
+
 def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bool = False, mods: int = 0) -> str:
     """C++ text instantiating one extern "C" kernel for (cfg, dtype, causal, varlen, local, mods); a window
     variant takes win_left and win_right after total_q, a variant with score modifiers softcap_mul,
-    alibi and alibi_sb after those (``kernels.score_mods``)."""
+    alibi and alibi_sb after those (``kernels.score_mods``), the plain one (:func:`sm90_splits`) the tail
+    split's whole, pieces, part and count."""
     name = sm90_kernel(cfg, dtype, causal, varlen, local, mods)
     tail = f", {_b(local)}, {int(mods)}" if mods else (", true" if local else "")
     traits = (f"sm90::FwdTraits<{cfg.block_m}, {cfg.block_n}, {cfg.stages}, {cfg.head_dim}, "
@@ -142,6 +149,9 @@ def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bo
     if mods:
         window_params += ", float softcap_mul, const float* alibi, long long alibi_sb"
         window_args = (window_args or ", 0, 0") + ", softcap_mul, alibi, alibi_sb"
+    if sm90_splits(causal, varlen, local, mods):
+        window_params += ", int whole, int pieces, float* part, int* count"
+        window_args += ", 0, 0, 0.f, nullptr, 0, whole, pieces, part, count"
     return (
         f"typedef {traits} T_{name};\n"
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'

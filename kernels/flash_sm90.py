@@ -57,6 +57,7 @@ DYNAMIC_MAX_HEAD_DIM = 128
 # keeps the dynamic schedule, which balances its unequal tiles.
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
+NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
 WINDOW_STATIC_CUT_SHARE = 0.5
 MIN_SECTION_HEADS = 8
 
@@ -116,6 +117,22 @@ def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: in
     return max(1, min(heads, kv_heads * group))
 
 
+def tail_split(tiles: int, sms: int, chunks: int, pieces: int | None = None) -> tuple[int, int]:
+    """(whole, pieces) of a persistent grid of `tiles` equal tiles of `chunks` key chunks on `sms` SMs: tiles
+    0 .. whole - 1 run whole, each of the others (its last round's) as `pieces` pieces (split_item in the kernel).
+    The count is the model's (``iomodel.perf.tail_pieces`` over the family's plan), so kernel and model agree;
+    `pieces` given (A/B runs) splits the same last round into that many (1: none)."""
+    rem = tiles % sms
+    if pieces is None:
+        from iomodel.families import get   # (sympy's import with it: only where a launch plan is made)
+        from iomodel.perf import tail_pieces
+
+        plan = get(FAMILY).plan
+        pieces = tail_pieces(tiles, sms, chunks, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
+    pieces = max(1, min(int(pieces), chunks))
+    return (tiles - rem, pieces) if rem and pieces > 1 else (tiles, 1)
+
+
 def _tma_dims(t):
     """(dims innermost first, strides in bytes) of a (B, H, N, d) tensor, size-1 dims given a legal stride."""
     B, H, N, d = t.shape
@@ -146,16 +163,18 @@ class TileCounters:
         self._streams: dict[int, object] = {}
         self._captured: list = []
 
-    def pointer(self, stream: int) -> int:
+    def pointer(self, stream: int, n: int = 1) -> int:
+        """At least `n` zeroed ints for a launch on `stream` (the tail split's arrival counters: one a warp of
+        each split tile, which its kernel also leaves at zero)."""
         import torch
 
         if torch.cuda.is_current_stream_capturing():
-            c = torch.zeros(1, dtype=torch.int32, device=f"cuda:{self.index}")
+            c = torch.zeros(n, dtype=torch.int32, device=f"cuda:{self.index}")
             self._captured.append(c)
             return c.data_ptr()
         c = self._streams.get(stream)
-        if c is None:
-            c = self._streams[stream] = torch.zeros(1, dtype=torch.int32, device=f"cuda:{self.index}")
+        if c is None or c.numel() < n:
+            c = self._streams[stream] = torch.zeros(n, dtype=torch.int32, device=f"cuda:{self.index}")
         return c.data_ptr()
 
 
@@ -207,7 +226,7 @@ def schedule_defines(s: dict, window=None, varlen: bool = False) -> tuple[str, .
 
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
               _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None, window=None,
-              mods=None):
+              mods=None, _pieces: int | None = None):
     """softmax(q k^T * scale [+ causal mask]) v on an sm_90 GPU.
 
     q: (B, H, N_q, d), k and v: (B, H_kv, N_k, d); bf16 or fp16; last dim contiguous, other strides
@@ -219,27 +238,27 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
-    (default :func:`heads_per_section`).  The checks and the launch's arguments are built once a call
+    (default :func:`heads_per_section`), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).  The checks and the launch's arguments are built once a call
     signature (``kernels.plans``).
     """
     window = window if window is not None and window.local else None
     sig = plans.key(FAMILY, (q, k, v), causal, config, scale, window, mods_key(mods), _defines, _persistent,
-                    _sections)
+                    _sections, _pieces)
     run = plans.lookup(sig, (("q", q), ("k", k), ("v", v)))
     if run is None:
-        run = plan(q, k, v, causal, config, scale, window, mods, _defines, _persistent, _sections)
+        run = plan(q, k, v, causal, config, scale, window, mods, _defines, _persistent, _sections, _pieces)
         plans.store(sig, run)
     o, lse = run(q, k, v, return_lse, out)
     return (o, lse) if return_lse else o
 
 
 def plan(q, k, v, causal: bool = False, config=None, scale=None, window=None, mods=None, _defines=None,
-         _persistent=None, _sections=None) -> "Launch":
+         _persistent=None, _sections=None, _pieces=None) -> "Launch":
     """The checked launch of a call's signature (its arguments as :func:`attention`'s)."""
     call = prepare(FAMILY, q, k, v, causal, config, scale, window, mods)
     return Launch(q, k, v, call.shape, call.config, call.device, call.smem, call.scale, _defines=_defines,
                   _persistent=_persistent, _sections=_sections,
-                  window=window if window is not None and window.local else None, mods=mods)
+                  window=window if window is not None and window.local else None, mods=mods, _pieces=_pieces)
 
 
 class Launch:
@@ -251,7 +270,7 @@ class Launch:
     ``kernels.score_mods.ScoreMods`` or None; O and LSE in the layout the variant writes."""
 
     def __init__(self, q, k, v, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None, _defines=None,
-                 _persistent=None, _sections=None, window=None, mods=None):
+                 _persistent=None, _sections=None, window=None, mods=None, _pieces=None):
         B, H, N_q = s["B"], s["H"], s["N_q"]
         defines = tuple(schedule_defines(s, window, varlen is not None) if _defines is None else _defines)
         static = STATIC_SCHEDULE in defines or s["d"] > DYNAMIC_MAX_HEAD_DIM
@@ -261,12 +280,21 @@ class Launch:
         props = driver.device_props(dev)
         num_tiles = -(-N_q // cfg.block_m) * H * B
         persistent = PERSISTENT if _persistent is None else bool(_persistent)
-        grid = (min(num_tiles, props.multi_processor_count) if persistent else num_tiles, 1, 1)
-        self.shape, self.device = s, dev
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
         # from a counter
         dynamic = (s["causal"] or varlen is not None or DYNAMIC_FULL in defines) and not static
-        self.counters = _tile_counters(dev) if dynamic else None
+        splits = codegen.sm90_splits(s["causal"], varlen is not None, window is not None, mods.bits)
+        sms = props.multi_processor_count
+        whole, pieces = (tail_split(num_tiles, sms, -(-s["N_k"] // cfg.block_n), _pieces)
+                         if splits and persistent and not dynamic and NO_SPLIT not in defines else (num_tiles, 1))
+        items = whole + (num_tiles - whole) * pieces
+        grid = (min(items, sms) if persistent else num_tiles, 1, 1)
+        self.shape, self.device, self.pieces = s, dev, pieces
+        # the split tiles' partial rows (a slot of d / 2 + 4 floats a consumer thread a piece) and arrival
+        # counters (one a consumer warp a split tile), the counters zeroed once and left at zero by the kernel
+        self.part_floats = (items - whole) * (cfg.head_dim // 2 + 4) * 128 * cfg.consumers
+        self.split_counts = (num_tiles - whole) * 4 * cfg.consumers
+        self.counters = _tile_counters(dev) if dynamic or pieces > 1 else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
         i32 = ctypes.c_int
@@ -279,6 +307,9 @@ class Launch:
             args += [i32(x) for x in window.kernel_args()]
         if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride
             args += mods.kernel_args(scale)
+        self.part, self.count = ctypes.c_void_p(), ctypes.c_void_p()
+        if splits:   # the plain variant: the tail split's whole, pieces and workspace
+            args += [i32(whole), i32(pieces), self.part, self.count]
         self.prepared = driver.Prepared(kern, grid, (cfg.threads, 1, 1), smem, 0, args)
 
     def __call__(self, q, k, v, return_lse: bool = False, out=None):
@@ -296,6 +327,12 @@ class Launch:
         self.out.value = out.data_ptr()
         self.lse.value = lse.data_ptr() if lse is not None else None
         self.counter.value = self.counters.pointer(stream) if self.counters is not None else None
+        if self.pieces > 1:
+            import torch
+
+            part = runtime.empty((self.part_floats,), torch.float32, q.device)
+            self.part.value = part.data_ptr()
+            self.count.value = self.counters.pointer(stream, self.split_counts)
         self.cu_q.value = cu_q.data_ptr() if cu_q is not None else None
         self.cu_k.value = cu_k.data_ptr() if cu_k is not None else None
         self.prepared.launch(stream)

@@ -181,8 +181,21 @@ def _window(diagram, left: bool, right: bool):
 #: runs 9 to 11 of 2026-11-22 4.5/4.9/4.3 -> 4.9/6.5/4.5%, the sweeps of 2026-11-24 5.6/4.8 -> 3.6/3.6%, the
 #: H200 run 4.9 -> 4.0%, the features runs 6.9/6.8 -> 8.2/8.9%; mean Spearman within the family at
 #: N = 4096 0.80-0.93 -> 0.82-0.92 per run (the picks the fastest measured at every shape of those runs).
+#: The tail split (``iomodel.perf.tail_pieces``; the kernel's split_item and merge_pieces): without a mask every
+#: tile streams the same key chunks, and the static walk's last round of a grid that is not whole waves of SMs
+#: leaves the rest idle (d = 128 N = 16384 B1 H16: 2048 tiles, 15.5 waves of 132).  That round's tiles run as up
+#: to TAIL_PIECES_MAX pieces, each a share of the key chunks; the tile's last piece merges them (their fp32
+#: rows read back from the L2, a pass over every piece).  A piece costs TAIL_OVERHEAD_STEPS chunks more than
+#: its own: its Q and first chunks with nothing to overlap, and its rows written and (by the last) read back.
+#: Five, from ncu's durations at a locked clock on the H200 (validation/results/profile-sm90-tail-split-h200-
+#: 2026-11-28/): the splits it makes ran 1.0 to 1.4% faster (d = 128 N = 8192 and 16384, d = 64 N = 4096 and
+#: 32768), while d = 192 / 256 N = 8192, whose pieces' rows are two to four times the bytes, ran 0.6% slower split
+#: in 4 and 5 (four chunks' overhead split them, five does not).
+TAIL_PIECES_MAX = 8
+TAIL_OVERHEAD_STEPS = 5.0
 SM90_PLAN = dataclasses.replace(WGMMA.plan, interleave_max=2.2, interleave_slope=0.6, step_latency_cycles=200.0,
-                                step_latency_cycles_per_warp=55.0)
+                                step_latency_cycles_per_warp=55.0, tail_pieces_max=TAIL_PIECES_MAX,
+                                tail_overhead_steps=TAIL_OVERHEAD_STEPS)
 
 FAMILY = Family(
     name="flash_sm90",

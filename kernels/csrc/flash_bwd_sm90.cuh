@@ -153,17 +153,6 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 __device__ __forceinline__ void red_release_add(int* p, int v) {
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(reinterpret_cast<u64>(p)), "r"(v) : "memory");
 }
-__device__ __forceinline__ void st_global_v4(float* p, float a, float b, float c, float d) {
-    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<u64>(p)), "f"(a), "f"(b), "f"(c),
-                 "f"(d) : "memory");
-}
-// Read at the L2 (another SM's writes: this SM's L1 may hold nothing of them, but never trust it).
-__device__ __forceinline__ float4 ld_global_cg_v4(const float* p) {
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(reinterpret_cast<u64>(p)) : "memory");
-    return v;
-}
 // A named barrier over `count` threads that returns whether any of them passed `v` true.
 __device__ __forceinline__ bool named_bar_or(u32 id, u32 count, bool v) {
     u32 r;
@@ -471,6 +460,7 @@ __device__ __forceinline__ bool combine_pieces(float* part, int* count, int slot
                      dv[4 * i + 3]);
     }
     __threadfence();                                        // this thread's slot before the counter
+    named_bar_sync(2, kThreadsC);                           // every consumer thread's slot before the arrival
     const int unit = slot / pieces;
     bool last = false;
     if (ctid == 0) last = atomicAdd(count + unit, 1) == pieces - 1;

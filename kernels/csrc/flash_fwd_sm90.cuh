@@ -97,6 +97,15 @@ struct FwdTraits {
 #else
     static constexpr bool kDynamic = (kCausal || kVarlen_) && kHeadDim_ <= SM90_DYN_MAX;
 #endif
+    // The tail split (split_item, merge_pieces): a grid of equal tiles (no mask, window, modifier or varlen
+    // batch) whose last round would leave SMs idle runs that round's tiles as pieces, each a share of the key
+    // chunks, merged by the tile's last piece.  The launcher takes the count from the model (iomodel.perf.
+    // tail_pieces); `pieces` = 1 is the plain walk.  SM90_NO_SPLIT (A/B only) builds the kernel without it.
+#ifdef SM90_NO_SPLIT
+    static constexpr bool kSplit = false;
+#else
+    static constexpr bool kSplit = !kDynamic && !kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0;
+#endif
 
     // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 every warpgroup
     // runs the whole tile (this and the turns measured within noise of it there; at d = 192 up to 10%
@@ -309,6 +318,8 @@ struct TileInfo {
     int m_block, h, b, n_blocks;
     int q0, k0;   // the sequence's first rows (varlen; 0 otherwise)
     bool past;    // varlen: the tile lies past its sequence's rows (nothing to compute or write)
+    int lo = 0;   // a tail piece's first chunk (its chunks: lo .. n_blocks - 1); 0 for a whole tile
+    int slot = -1;   // a tail piece's index among all pieces (merge_pieces); -1 for a whole tile
     __device__ __forceinline__ TileInfo() : m_block(-1), h(0), b(0), n_blocks(0), q0(0), k0(0), past(false) {}
     __device__ __forceinline__ TileInfo(int t, int num_m, int H, int B, int N_q_all, int N_k_all, int sec,
                                         const int* cu_q, const int* cu_k, int win_left = 0, int win_right = 0) {
@@ -350,6 +361,92 @@ struct TileInfo {
         return j < n_blocks ? j : n_blocks;
     }
 };
+
+// The tail split's work items (kSplit): items 0 .. whole - 1 are tiles 0 .. whole - 1; item whole + s is piece
+// s % pieces of tile whole + s / pieces, the piece streaming its even share of the tile's key chunks (a tile's
+// pieces are adjacent items, so a round hands them to neighbouring CTAs).  Items: whole + (tiles - whole) pieces.
+template <class T>
+__device__ __forceinline__ TileInfo<T> split_item(int item, int whole, int pieces, int num_m, int H, int B, int N_q,
+                                                  int N_k, int sec, const int* cu_q, const int* cu_k) {
+    if (!T::kSplit || item < whole) return TileInfo<T>(item, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+    const int s = item - whole, piece = s % pieces;
+    TileInfo<T> ti(whole + s / pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+    const int n = ti.n_blocks;
+    ti.lo = piece * n / pieces;
+    ti.n_blocks = (piece + 1) * n / pieces;
+    ti.slot = s;
+    return ti;
+}
+
+// A tail piece's rows (kSplit): each consumer thread writes its O registers (unnormalised), its rows' maxima
+// (log2 domain) and sums (quad-reduced) to the piece's slot in `part`, register i of every thread side by side
+// (only the same thread of another piece reads them back, so the accumulator layout never matters); then its
+// warp bumps the warp's arrival counter of the tile.  The warp of the tile's last piece to arrive reads every
+// piece's slot in piece order (its own too: the merge's bits do not depend on which piece is last), merges them
+// into o, m and l (the rows' common maximum M, piece p weighted by exp2(m_p - M)), leaves the counter at zero for
+// the next launch and returns true; the epilogue then stores the tile's rows.  A warp's 16 rows are its own in
+// every piece, so no warp waits for another.  part: (tiles - whole) * pieces slots of (d / 2 + 4) floats a
+// consumer thread; count: (tiles - whole) * 4 * kConsumers ints, zero.
+template <class T>
+__device__ __forceinline__ bool merge_pieces(float* part, int* count, int slot, int pieces,
+                                             float (&o)[T::kHeadDim / 2], float (&m)[2], float (&l)[2], int ctid) {
+    constexpr int kQuads = T::kHeadDim / 8;                    // float4s of O a thread holds
+    constexpr int kThreadsC = 128 * T::kConsumers;
+    constexpr size_t kPiece = size_t(kQuads + 1) * kThreadsC * 4;   // floats of one piece's slot
+    const int lane = ctid % 32, tile = slot / pieces;
+    float* mine = part + size_t(slot) * kPiece;
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i)
+        st_global_v4(mine + (size_t(i) * kThreadsC + ctid) * 4, o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    st_global_v4(mine + (size_t(kQuads) * kThreadsC + ctid) * 4, m[0], m[1], l[0], l[1]);
+    __threadfence();   // this thread's slot before the warp's arrival
+    __syncwarp();
+    int* arrivals = count + tile * (kThreadsC / 32) + ctid / 32;
+    int last = 0;
+    if (lane == 0) last = atomicAdd(arrivals, 1) == pieces - 1;
+    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
+    if (lane == 0) *arrivals = 0;   // every piece has arrived: left at zero
+    __threadfence();                // the other pieces' slots after their arrivals
+    const float* first = part + size_t(tile) * pieces * kPiece;
+    const size_t stats = (size_t(kQuads) * kThreadsC + ctid) * 4;
+    float M[2] = {neg_inf(), neg_inf()};
+    for (int p = 0; p < pieces; ++p) {
+        const float4 st = ld_global_cg_v4(first + p * kPiece + stats);
+        M[0] = fmaxf(M[0], st.x);
+        M[1] = fmaxf(M[1], st.y);
+    }
+#pragma unroll
+    for (int i = 0; i < T::kHeadDim / 2; ++i) o[i] = 0.f;
+    l[0] = l[1] = 0.f;
+    // O's float4s in passes of at most 16 over the pieces: the loads of one pass in flight together, and no more
+    // (d = 256's 32 at once spilled beside O's 128 registers)
+    constexpr int kPass = kQuads < 16 ? kQuads : 16;
+#pragma unroll
+    for (int i0 = 0; i0 < kQuads; i0 += kPass) {
+        for (int p = 0; p < pieces; ++p) {
+            const float* src = first + p * kPiece;
+            const float4 st = ld_global_cg_v4(src + stats);
+            // a row no piece saw a key of (M = -inf) keeps weight 0
+            const float w0 = M[0] == neg_inf() ? 0.f : ex2(st.x - M[0]);
+            const float w1 = M[1] == neg_inf() ? 0.f : ex2(st.y - M[1]);
+            if (i0 == 0) {
+                l[0] = __fmaf_rn(w0, st.z, l[0]);
+                l[1] = __fmaf_rn(w1, st.w, l[1]);
+            }
+#pragma unroll
+            for (int i = i0; i < i0 + kPass; ++i) {
+                const float4 a = ld_global_cg_v4(src + (size_t(i) * kThreadsC + ctid) * 4);
+                o[4 * i] = __fmaf_rn(w0, a.x, o[4 * i]);
+                o[4 * i + 1] = __fmaf_rn(w0, a.y, o[4 * i + 1]);
+                o[4 * i + 2] = __fmaf_rn(w1, a.z, o[4 * i + 2]);
+                o[4 * i + 3] = __fmaf_rn(w1, a.w, o[4 * i + 3]);
+            }
+        }
+    }
+    m[0] = M[0];
+    m[1] = M[1];
+    return true;
+}
 
 // Round k of a grid of G CTAs covers tiles [k*G, k*G + G), adjacent tiles (the CTAs running together share
 // K/V in L2).  With causal masking CTA i takes k*G + i, odd rounds backwards (k*G + G-1-i, snake order),
@@ -424,7 +521,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                int* __restrict__ counter, const int* __restrict__ cu_q,
                                                const int* __restrict__ cu_k, int total_q, int win_left = 0,
                                                int win_right = 0, float softcap_mul = 0.f,
-                                               const float* __restrict__ alibi = nullptr, long long alibi_sb = 0) {
+                                               const float* __restrict__ alibi = nullptr, long long alibi_sb = 0,
+                                               int whole = 0, int pieces = 1, float* __restrict__ part = nullptr,
+                                               int* __restrict__ count = nullptr) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 smem0 = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const u32 sQ = smem0;
@@ -444,6 +543,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 
     const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
     const int num_tiles = num_m * H * B;
+    // the static walk's items: the tiles, the tail split's pieces in place of the last round's (split_item)
+    const int num_items = T::kSplit ? whole + (num_tiles - whole) * pieces : num_tiles;
     const int group = H / H_kv;
 
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
@@ -480,7 +581,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 for (int db = 0; db < T::kDBlocks; ++db)
                     tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
                                 ti.q0 + row0, ti.h, T::kVarlen ? 0 : ti.b);
-                int n_loads = ti.n_blocks;   // chunks n_blocks - 1 down to the tile's first
+                int n_loads = ti.n_blocks - ti.lo;   // chunks n_blocks - 1 down to the tile's (or piece's) first
                 if constexpr (T::kLocal) {
                     const Seq sq = seq_of<T>(ti.b, N_q, N_k, cu_q, cu_k);
                     n_loads -= ti.j0(sq.n_q, sq.n_k, win_left);
@@ -542,10 +643,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     t = t_next;
                 }
             } else {
-                for (int k = 0; k * int(gridDim.x) < num_tiles; ++k) {
-                    const int t = tile_of_round<T>(k, num_tiles, N_q);
+                for (int k = 0; k * int(gridDim.x) < num_items; ++k) {
+                    const int t = tile_of_round<T>(k, num_items, N_q);
                     if (t < 0) continue;
-                    const TileInfo<T> ti(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
+                    const TileInfo<T> ti = T::kSplit
+                        ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
+                        : TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                     if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
                     mbar_wait(emptyQ, q_phase ^ 1);  // previous tile's last S wgmma has read Q
                     load_tile(ti);
@@ -589,10 +692,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 IOM_TILE_TIME(1, t_decoded);
                 IOM_TILE_TIME(2, 0);
             } else {
-                if (k * int(gridDim.x) >= num_tiles) break;
-                const int t = tile_of_round<T>(k, num_tiles, N_q);
+                if (k * int(gridDim.x) >= num_items) break;
+                const int t = tile_of_round<T>(k, num_items, N_q);
                 if (t < 0) continue;
-                ti = TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
+                ti = T::kSplit ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
+                               : TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                 IOM_TILE_TIME(1, 0);
             }
             const int n_blocks = ti.n_blocks;
@@ -627,8 +731,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 tile_j0 = warp_uniform(tile_j0);
                 wg_j0 = warp_uniform(wg_j0);
             }
+            if constexpr (T::kSplit) n_own = n_own < ti.lo ? ti.lo : n_own;   // a piece's chunks start at lo
             n_own = warp_uniform(n_own);
-            const int own = T::kLocal ? n_own - wg_j0 : n_own;   // chunks this warpgroup computes
+            const int own = T::kLocal ? n_own - wg_j0 : n_own - ti.lo;   // chunks this warpgroup computes
             // ALiBi: the head's slope in raw-score units (over the softmax scale, scale_log2 / log2 e)
             const float slope =
                 (T::kMods & 2) ? alibi[ti.b * alibi_sb + ti.h] * 1.4426950408889634f / scale_log2 : 0.f;
@@ -692,7 +797,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         if (need_mask(n) || n * T::kBlockN < wg_row_min + 63 + lo)
                             apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset, lo);
                     } else {
-                        if (n_own == 1) mbar_arrive(emptyQ);
+                        if (own == 1) mbar_arrive(emptyQ);
                         if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     }
                     online_softmax<T>(s, m, l, alpha, scale_log2);
@@ -730,7 +835,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         if (it == own - 1) mbar_arrive(emptyQ);
                         if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset, lo);
                     } else {
-                        if (it == n_own - 1) mbar_arrive(emptyQ);
+                        if (it == own - 1) mbar_arrive(emptyQ);
                         if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     }
                     online_softmax<T>(s, m, l, alpha, scale_log2);
@@ -750,8 +855,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     for (; it < own && (n_own - 1 - it) * T::kBlockN >= wg_row_min + 63 + lo; ++it) step(it, false);
                     for (; it < own; ++it) step(it, true);
                 } else {
-                    for (; it < n_own && need_mask(n_own - 1 - it); ++it) step(it, true);
-                    for (; it < n_own; ++it) step(it, false);
+                    for (; it < own && need_mask(n_own - 1 - it); ++it) step(it, true);
+                    for (; it < own; ++it) step(it, false);
                 }
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
@@ -780,6 +885,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             for (int r = 0; r < 2; ++r) {
                 l[r] += shfl_xor(l[r], 1);
                 l[r] += shfl_xor(l[r], 2);
+            }
+            if constexpr (T::kSplit) {   // a tail piece: its rows merged by the tile's last piece, which stores them
+                if (ti.slot >= 0 && !merge_pieces<T>(part, count, ti.slot, pieces, o, m, l, cw * 128 + tid)) continue;
             }
             const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
             const size_t bh = size_t(ti.b) * H + ti.h;
@@ -832,5 +940,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 //        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
 //        int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q)
 //        { sm90::flash_fwd_sm90<T>(tmQ, ..., counter, cu_q, cu_k, total_q); }
-// launched on a 1-D grid of min(#tiles, #SMs) CTAs (persistent) or #tiles CTAs; counter: an int at
+// (a window's, modifiers' and the plain variant's further arguments: kernels/codegen.py, sm90_instance)
+// launched on a 1-D grid of min(#items, #SMs) CTAs (persistent) or #tiles CTAs; counter: an int at
 // zero (dynamic schedule: causal, varlen), which the launch leaves at zero (claim_tile), or null.
+// The plain variant's tail split: whole, pieces (1: none), part and count as merge_pieces says.

@@ -99,6 +99,19 @@ __device__ __forceinline__ void named_bar_arrive(u32 id, u32 count) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// 16-byte fp32 stores and loads of partial results that other CTAs read (the tail splits' slots)
+__device__ __forceinline__ void st_global_v4(float* p, float a, float b, float c, float d) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<u64>(p)), "f"(a), "f"(b), "f"(c),
+                 "f"(d) : "memory");
+}
+// Read at the L2 (another SM's writes: this SM's L1 may hold nothing of them, but never trust it).
+__device__ __forceinline__ float4 ld_global_cg_v4(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(reinterpret_cast<u64>(p)) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ __forceinline__ void reg_fence(u32& r) { asm volatile("" : "+r"(r)::"memory"); }
 
