@@ -59,6 +59,17 @@ STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
 WINDOW_STATIC_CUT_SHARE = 0.5
+# Above DYNAMIC_MAX_HEAD_DIM a plain causal kernel takes the static walk where l2_section_heads gives one section of
+# every head (its snake order then balances one longest-first list), and otherwise the dynamic schedule with
+# heads_per_section's sections (this switch, raising the header's bound): cut into sections, the static walk's rounds
+# straddle them and idle.  H200, validation/results/profile-sm90-tail-split-h200-2026-11-28/ (wide-dynamic.json,
+# wide-verify.json): where the L2 rule cut sections (d = 192 N = 1024 to 4096, d = 256 N = 2048) the static walk took
+# 7 to 30% longer than the dynamic schedule and ran at 0.83x to 0.995x cuDNN's speed, the dynamic one at 1.06x to
+# 1.13x; at the one-section shapes (d = 192 / 256 N >= 8192) the dynamic schedule was within 0.4% (d = 192) and 2.4
+# to 3.6% slower (d = 256) than the static walk, which keeps them.
+WIDE_DYNAMIC = "SM90_DYN_MAX=256"
+# ... but for the configs whose build with it spills (nvcc 13.0, sm_90a: 12 bytes; tests/kernels/test_build_sm90.py)
+WIDE_DYNAMIC_SPILLING = ("m128n64s2d256c2",)
 MIN_SECTION_HEADS = 8
 
 
@@ -78,10 +89,11 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
-                      m_blocks: int, sms: int) -> int:
+                      m_blocks: int, sms: int, dynamic: bool | None = None) -> int:
     """Query heads per causal scheduling section (B * H: one section); `m_blocks` query tiles a head and
-    `sms` CTAs a wave size the dynamic schedule's sections, the static schedule's are l2_section_heads'."""
-    if d > DYNAMIC_MAX_HEAD_DIM:
+    `sms` CTAs a wave size the dynamic schedule's sections, the static schedule's are l2_section_heads'.
+    `dynamic`: whether the launch takes the dynamic schedule (None: the head dim's default, d <= DYNAMIC_MAX_HEAD_DIM)."""
+    if not (d <= DYNAMIC_MAX_HEAD_DIM if dynamic is None else dynamic):
         return l2_section_heads(B, H, H_kv, N_k, d, elem_bytes, l2_bytes)
     group, heads = H // H_kv, B * H   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
     lo, hi = SECTION_HEADS
@@ -208,13 +220,20 @@ def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | 
         sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
     elif sections is None:
         sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
-                                     -(-shape["N_q"] // block_m), sms)
+                                     -(-shape["N_q"] // block_m), sms, dynamic=True)
     return max(1, min(int(sections), B * H))
 
 
-def schedule_defines(s: dict, window=None, varlen: bool = False) -> tuple[str, ...]:
+def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None,
+                     elem_bytes: int = 2, cfg=None) -> tuple[str, ...]:
     """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
-    tiles (WINDOW_STATIC_CUT_SHARE); `window` a ``kernels.window.Window`` or None."""
+    tiles (WINDOW_STATIC_CUT_SHARE), and the dynamic schedule for a plain causal kernel above
+    DYNAMIC_MAX_HEAD_DIM whose static walk would cut its tiles into sections (WIDE_DYNAMIC; given the L2's
+    `l2_bytes` and a `cfg` not in WIDE_DYNAMIC_SPILLING); `window` a ``kernels.window.Window`` or None."""
+    if (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM and l2_bytes
+            and (cfg is None or cfg.name not in WIDE_DYNAMIC_SPILLING)
+            and l2_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes) < s["B"] * s["H"]):
+        return (*DEFAULT_DEFINES, WIDE_DYNAMIC)
     if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
         return DEFAULT_DEFINES
     # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
@@ -272,12 +291,13 @@ class Launch:
     def __init__(self, q, k, v, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None, _defines=None,
                  _persistent=None, _sections=None, window=None, mods=None, _pieces=None):
         B, H, N_q = s["B"], s["H"], s["N_q"]
-        defines = tuple(schedule_defines(s, window, varlen is not None) if _defines is None else _defines)
-        static = STATIC_SCHEDULE in defines or s["d"] > DYNAMIC_MAX_HEAD_DIM
+        props = driver.device_props(dev)
+        defines = tuple(schedule_defines(s, window, varlen is not None, props.L2_cache_size, q.element_size(), cfg)
+                        if _defines is None else _defines)
+        static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
         mods = mods if mods is not None else NO_MODS
         kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
                        mods.bits)
-        props = driver.device_props(dev)
         num_tiles = -(-N_q // cfg.block_m) * H * B
         persistent = PERSISTENT if _persistent is None else bool(_persistent)
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles

@@ -98,3 +98,27 @@ def test_windows_of_equal_tiles_take_the_static_walk():
     assert schedule_defines(s(8192, 8192), None) == DEFAULT_DEFINES                    # plain causal
     assert schedule_defines(s(8192, 8192), Window(1024, 0), varlen=True) == DEFAULT_DEFINES
     assert schedule_defines(s(8192, 8192, d=192), Window(1024, 0)) == DEFAULT_DEFINES
+
+
+def test_above_the_dynamic_bound_a_sectioned_static_walk_turns_dynamic():
+    """schedule_defines: a plain causal kernel above DYNAMIC_MAX_HEAD_DIM keeps the static walk where the L2 rule
+    gives one section of every head, and takes the dynamic schedule (WIDE_DYNAMIC) where it would cut the tiles into
+    sections; not with a window or a varlen batch, nor without the L2's size; its sections then the dynamic rule's."""
+    from kernels.flash_sm90 import DEFAULT_DEFINES, WIDE_DYNAMIC, schedule_defines
+    from kernels.window import Window
+
+    def s(B, H, N, d, causal=True):
+        return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
+
+    wide = (*DEFAULT_DEFINES, WIDE_DYNAMIC)
+    assert schedule_defines(s(8, 10, 2048, 192), l2_bytes=L2) == wide          # 1.5 MiB a head: sections of 13
+    assert schedule_defines(s(8, 8, 2048, 256), l2_bytes=L2) == wide           # 2 MiB a head: sections of 10
+    assert schedule_defines(s(4, 10, 4096, 192), l2_bytes=L2) == DEFAULT_DEFINES   # 3 MiB: under 8 fit, one section
+    assert schedule_defines(s(2, 8, 8192, 256), l2_bytes=L2) == DEFAULT_DEFINES    # one section of all 16
+    assert schedule_defines(s(8, 8, 2048, 256, causal=False), l2_bytes=L2) == DEFAULT_DEFINES
+    assert schedule_defines(s(8, 8, 2048, 128), l2_bytes=L2) == DEFAULT_DEFINES   # dynamic already
+    assert schedule_defines(s(8, 8, 2048, 256)) == DEFAULT_DEFINES                 # no L2 size given
+    assert schedule_defines(s(8, 8, 2048, 256), varlen=True, l2_bytes=L2) == DEFAULT_DEFINES
+    assert WIDE_DYNAMIC not in schedule_defines(s(8, 8, 2048, 256), Window(512, 0), l2_bytes=L2)
+    dyn = heads_per_section(8, 8, 8, 2048, 256, 2, L2, 16, SMS, dynamic=True)
+    assert dyn == 16 and _sections(8, 8, 8, 2048, 256, 128) == 10   # the wave rule within the L2's cap, not the L2 rule

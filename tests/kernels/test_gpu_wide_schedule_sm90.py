@@ -1,0 +1,45 @@
+"""GPU correctness of the wgmma forward's causal schedule above d = 128 (kernels/flash_sm90.py schedule_defines):
+where the static walk would cut the tiles into sections (the L2 rule) the launch takes the dynamic schedule
+(WIDE_DYNAMIC, heads_per_section's sections), else the static walk; both against float32, odd lengths, N_q != N_k,
+GQA, and the two schedules against each other on one input."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("kernels_debug")]
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):  # pragma: no cover
+    pytest.skip("needs an sm_90 GPU", allow_module_level=True)
+
+from kernels import flash_sm90  # noqa: E402
+from iomodel.families.flash_sm90 import Sm90Config  # noqa: E402
+from validation.reference import attention_reference  # noqa: E402
+
+CASES = [  # (cfg, B, H, group, N_q, N_k, dtype): 1.5 to 2 MiB of K and V a head, sections of 10 to 13 heads
+    (Sm90Config(128, 112, 2, 192, 2), 8, 10, 1, 2048, 2048, torch.bfloat16),
+    (Sm90Config(128, 80, 2, 256, 2), 8, 8, 2, 1999, 2100, torch.float16),     # odd lengths, N_k > N_q, GQA
+    (Sm90Config(128, 96, 2, 192, 2), 8, 10, 2, 2100, 1900, torch.bfloat16),   # N_k < N_q: rows that see no key
+]
+
+
+@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", CASES, ids=lambda x: x.name if isinstance(x, Sm90Config)
+                         else str(x))
+def test_sectioned_wide_causal_runs_dynamic_and_matches_float32(cfg, B, H, group, N_q, N_k, dtype):
+    g = torch.Generator(device="cuda")
+    g.seed()
+    q = torch.randn(B, H, N_q, cfg.head_dim, generator=g, device="cuda").to(dtype)
+    k, v = (torch.randn(B, H // group, N_k, cfg.head_dim, generator=g, device="cuda").to(dtype) for _ in range(2))
+    run = flash_sm90.plan(q, k, v, True, cfg)
+    assert run.counters is not None, "sections of the L2 rule: the dynamic schedule"
+    o, lse = run(q, k, v, True)
+    ref, ref_lse = attention_reference(q, k, v, True, 1 / math.sqrt(cfg.head_dim))
+    seen = torch.isfinite(ref_lse)
+    assert ((o.float() - ref).norm() / ref.norm()).item() < (1e-2 if dtype == torch.bfloat16 else 5e-3)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], rtol=1e-3, atol=1e-2)
+    assert torch.all(lse[~seen] == -math.inf) and torch.all(o[~seen] == 0)
+    static, lse_s = flash_sm90.attention(q, k, v, causal=True, config=cfg, return_lse=True, _defines=())
+    torch.testing.assert_close(o, static, rtol=0, atol=0)    # the same tiles' arithmetic in another order of tiles
+    torch.testing.assert_close(lse, lse_s, rtol=0, atol=0)
