@@ -13,7 +13,8 @@ from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
 
 __all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads",
-           "schedule_defines", "PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE"]
+           "schedule_defines", "tail_split", "PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "NO_SPLIT",
+           "WIDE_DYNAMIC"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
@@ -257,8 +258,8 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
-    (default :func:`heads_per_section`), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).  The checks and the launch's arguments are built once a call
-    signature (``kernels.plans``).
+    (default :func:`heads_per_section`), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
+    The checks and the launch's arguments are built once a call signature (``kernels.plans``).
     """
     window = window if window is not None and window.local else None
     sig = plans.key(FAMILY, (q, k, v), causal, config, scale, window, mods_key(mods), _defines, _persistent,
@@ -309,7 +310,7 @@ class Launch:
                          if splits and persistent and not dynamic and NO_SPLIT not in defines else (num_tiles, 1))
         items = whole + (num_tiles - whole) * pieces
         grid = (min(items, sms) if persistent else num_tiles, 1, 1)
-        self.shape, self.device, self.pieces = s, dev, pieces
+        self.shape, self.device, self.pieces, self.dynamic = s, dev, pieces, dynamic
         # the split tiles' partial rows (a slot of d / 2 + 4 floats a consumer thread a piece) and arrival
         # counters (one a consumer warp a split tile), the counters zeroed once and left at zero by the kernel
         self.part_floats = (items - whole) * (cfg.head_dim // 2 + 4) * 128 * cfg.consumers
@@ -346,8 +347,8 @@ class Launch:
         stream = driver.current_stream_handle(self.device)
         self.out.value = out.data_ptr()
         self.lse.value = lse.data_ptr() if lse is not None else None
-        self.counter.value = self.counters.pointer(stream) if self.counters is not None else None
-        if self.pieces > 1:
+        self.counter.value = self.counters.pointer(stream) if self.dynamic else None
+        if self.pieces > 1:   # (never with the dynamic schedule: the counter and these never share a launch)
             import torch
 
             part = runtime.empty((self.part_floats,), torch.float32, q.device)
