@@ -1,6 +1,6 @@
 """FlashAttention forward for Hopper (family ``flash_sm90``, ``csrc/flash_fwd_sm90.cuh``): TMA + wgmma +
-warp specialization.  Argument preparation and launch: the TMA descriptors of Q, K and V, the causal
-scheduling sections, the dynamic schedule's tile counter and the persistent grid.  One module per
+warp specialization.  Argument preparation and launch: the TMA descriptors of Q, K and V, the schedule
+(``kernels.sm90_schedule``: sections, grid, tail split), the dynamic schedule's tile counter.  One module per
 (config, dtype, causal, compile-time switches), built for sm_90a.
 """
 from __future__ import annotations
@@ -11,69 +11,18 @@ import functools
 from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
+from .sm90_schedule import (DEFAULT_DEFINES, DYNAMIC_FULL, DYNAMIC_MAX_HEAD_DIM, NO_SPLIT, PERSISTENT,  # noqa: F401
+                            STATIC_SCHEDULE, WIDE_DYNAMIC, WIDE_DYNAMIC_SPILLING, heads_per_section, l2_section_heads,
+                            schedule, schedule_defines, tail_split)
 
+# (the schedule's names re-exported: the launcher's A/B knobs and the probes name them here)
 __all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads",
            "schedule_defines", "tail_split", "PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "NO_SPLIT",
-           "WIDE_DYNAMIC"]
+           "WIDE_DYNAMIC", "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "DYNAMIC_FULL"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
 TMA_BOX_COLS = 64    # a TMA box row is 64 elements = 128 bytes, one SWIZZLE_128B atom row
-# Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
-PERSISTENT = True
-# Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
-# FwdTraits), SM90_WATCHDOG (sm90_common.cuh, mbar_wait), and for A/B runs SM90_DYNAMIC_FULL (the claims
-# without a mask too) and SM90_UNROTATED (the non-causal fixed list without its rotation, tile_of_round).
-DEFAULT_DEFINES: tuple[str, ...] = ()
-# Causal tile order: tiles longest first within sections of heads (TileInfo in the kernel), so that the
-# CTAs running at once share their heads' K/V in the L2.  Under the dynamic schedule (d <= 128) a section
-# holds the heads whose tiles make SECTION_WAVES waves of CTAs, within SECTION_HEADS query heads, and the
-# sections are of one size (B H split evenly, whole GQA groups): a grid whose last section is a short
-# remainder ends on its longest tiles with the other SMs idle, and sections of 8 heads or fewer lose the
-# L2's sharing (validation/results/profile-small-batch-h100-2026-11-24/sections*.json, B N = 16384, N = 1024
-# to 8192, d = 64 and 128, two runs: this rule within 2.1% of the best section size at every shape, the L2
-# rule below 0.3% to 8% slower than it, sections of 64 heads and more slower than 32).
-SECTION_WAVES = 2
-SECTION_HEADS = (16, 32)
-# ... and no more heads than their K and V fit in this share of the L2: at long sequences a section of 16 heads
-# holds more K and V than the L2 (128 MB at d = 128 N = 16384), and the CTAs re-read them from DRAM (ncu on the
-# H200: 4x FlashAttention-4's DRAM bytes, L2 hit rate 79% against its 96%; at the 700 W cap the kernel ran at a
-# 7 to 8% lower SM clock than FlashAttention-4 though it took 4% fewer cycles at one clock).  Sections whose K and V
-# take 34 MB (4 heads there, 2 at N = 32768, 8 at d = 64 N = 16384 or d = 128 N = 8192) ran 1.6 to 4.3% faster at
-# N >= 16384 and 1% at N = 8192; half or twice that many heads 0.8 to 2.6% slower than the best
-# (validation/results/profile-sm90-alpha-tiles-h200-2026-11-28/, sections.json, ncu/, power-causal.json).
-L2_DYNAMIC_SHARE = 2 / 3
-# The static schedule (d > 128): sections of heads whose K and V together take at most this share of the
-# L2; below MIN_SECTION_HEADS heads per section all tiles go longest first over all heads.
-L2_SECTION_SHARE = 0.4
-# the largest head dim whose causal and varlen kernels take the dynamic schedule (FwdTraits::kDynamic,
-# SM90_DYN_MAX in the header)
-DYNAMIC_MAX_HEAD_DIM = 128
-# The static walk's switch, and the sliding windows that take it: a window with a right bound (the causal
-# flag) whose band the sequence's start cuts for at most this share of the query rows has tiles of one
-# length but for those, and the static walk ran such windows 3.5 to 8.5% faster than the dynamic schedule's
-# claims (validation/results/profile-window-h100-2026-11-25/: (4096, 0) at N = 32768 6.4-8.5% over three
-# configs; cut for 6 to 50% of the rows at d 64 and 128, N 8192 and 32768: 0.4 to 8.5% faster; the one
-# loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
-# keeps the dynamic schedule, which balances its unequal tiles.
-STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
-DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
-NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
-WINDOW_STATIC_CUT_SHARE = 0.5
-# Above DYNAMIC_MAX_HEAD_DIM a plain causal kernel takes the static walk where l2_section_heads gives one section of
-# every head (its snake order then balances one longest-first list), and otherwise the dynamic schedule with
-# heads_per_section's sections (this switch, raising the header's bound): cut into sections, the static walk's rounds
-# straddle them and idle.  H200, validation/results/profile-sm90-tail-split-h200-2026-11-28/ (wide-dynamic.json,
-# wide-verify.json): where the L2 rule cut sections (d = 192 N = 1024 to 4096, d = 256 N = 2048) the static walk took
-# 7 to 30% longer than the dynamic schedule and ran at 0.83x to 0.995x cuDNN's speed, the dynamic one at 1.06x to
-# 1.13x; at the one-section shapes (d = 192 / 256 N >= 8192) the dynamic schedule was within 0.4% (d = 192) and 2.4
-# to 3.6% slower (d = 256) than the static walk, which keeps them.
-WIDE_DYNAMIC = "SM90_DYN_MAX=256"
-# ... but for the configs whose build with it spills (nvcc 13.0, sm_90a: 12 bytes; tests/kernels/test_build_sm90.py)
-WIDE_DYNAMIC_SPILLING = ("m128n64s2d256c2",)
-MIN_SECTION_HEADS = 8
-
-
 def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False,
            local: bool = False, mods: int = 0) -> compile.Module:
     """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches;
@@ -87,63 +36,6 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
             varlen: bool = False, local: bool = False, mods: int = 0) -> driver.Kernel:
     return driver.kernel(index, module(cfg, dtype, causal, defines, varlen, local, mods),
                          codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
-
-
-def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
-                      m_blocks: int, sms: int, dynamic: bool | None = None) -> int:
-    """Query heads per causal scheduling section (B * H: one section); `m_blocks` query tiles a head and
-    `sms` CTAs a wave size the dynamic schedule's sections, the static schedule's are l2_section_heads'.
-    `dynamic`: whether the launch takes the dynamic schedule (None: the head dim's default, d <= DYNAMIC_MAX_HEAD_DIM)."""
-    if not (d <= DYNAMIC_MAX_HEAD_DIM if dynamic is None else dynamic):
-        return l2_section_heads(B, H, H_kv, N_k, d, elem_bytes, l2_bytes)
-    group, heads = H // H_kv, B * H   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
-    lo, hi = SECTION_HEADS
-    target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
-    exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
-    if exact:
-        per = min(exact, key=lambda p: abs(p - target))
-    else:
-        per = _even_split(heads, max(1, round(heads / target)), group)   # else the nearest even split
-    # the L2's cap: the query heads whose K and V fit its share, whole groups (one group at least)
-    cap = max(1, int(L2_DYNAMIC_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))) * group
-    if per <= cap:
-        return per
-    fits = [p for p in range(group, cap + 1, group) if heads % p == 0]   # sections of one size, if not too small
-    if fits and 2 * fits[-1] >= cap:
-        return fits[-1]
-    return _even_split(heads, -(-heads // cap), group)   # else the fewest sections under the cap, split evenly
-
-
-def _even_split(heads: int, sections: int, group: int) -> int:
-    """The heads of each of `sections` sections of `heads` split as evenly as whole groups of `group` allow."""
-    per = -(-heads // sections)
-    return min(heads, -(-per // group) * group)
-
-
-def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
-    """The L2 rule (the static schedule's, and every head dim's before 2026-11-24): the query heads whose K
-    and V take at most L2_SECTION_SHARE of the L2; one section of all below MIN_SECTION_HEADS."""
-    group, heads = H // H_kv, B * H
-    kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
-    if kv_heads * group < MIN_SECTION_HEADS:
-        return heads
-    return max(1, min(heads, kv_heads * group))
-
-
-def tail_split(tiles: int, sms: int, chunks: int, pieces: int | None = None) -> tuple[int, int]:
-    """(whole, pieces) of a persistent grid of `tiles` equal tiles of `chunks` key chunks on `sms` SMs: tiles
-    0 .. whole - 1 run whole, each of the others (its last round's) as `pieces` pieces (split_item in the kernel).
-    The count is the model's (``iomodel.perf.tail_pieces`` over the family's plan), so kernel and model agree;
-    `pieces` given (A/B runs) splits the same last round into that many (1: none)."""
-    rem = tiles % sms
-    if pieces is None:
-        from iomodel.families import get   # (sympy's import with it: only where a launch plan is made)
-        from iomodel.perf import tail_pieces
-
-        plan = get(FAMILY).plan
-        pieces = tail_pieces(tiles, sms, chunks, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
-    pieces = max(1, min(int(pieces), chunks))
-    return (tiles - rem, pieces) if rem and pieces > 1 else (tiles, 1)
 
 
 def _tma_dims(t):
@@ -212,38 +104,6 @@ def _outputs(q, shape: dict, return_lse: bool, out):
     return out, lse
 
 
-def _section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
-                   sms: int, static: bool) -> int:
-    B, H = shape["B"], shape["H"]
-    if sections is None and not shape["causal"]:
-        sections = B * H
-    elif sections is None and static:
-        sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
-    elif sections is None:
-        sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
-                                     -(-shape["N_q"] // block_m), sms, dynamic=True)
-    return max(1, min(int(sections), B * H))
-
-
-def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None,
-                     elem_bytes: int = 2, cfg=None) -> tuple[str, ...]:
-    """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
-    tiles (WINDOW_STATIC_CUT_SHARE), and the dynamic schedule for a plain causal kernel above
-    DYNAMIC_MAX_HEAD_DIM whose static walk would cut its tiles into sections (WIDE_DYNAMIC; given the L2's
-    `l2_bytes` and a `cfg` not in WIDE_DYNAMIC_SPILLING); `window` a ``kernels.window.Window`` or None."""
-    if (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM and l2_bytes
-            and (cfg is None or cfg.name not in WIDE_DYNAMIC_SPILLING)
-            and l2_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes) < s["B"] * s["H"]):
-        return (*DEFAULT_DEFINES, WIDE_DYNAMIC)
-    if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
-        return DEFAULT_DEFINES
-    # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
-    cut = window.left - (s["N_k"] - s["N_q"]) if window.left >= 0 else s["N_q"]
-    if max(cut, 0) <= WINDOW_STATIC_CUT_SHARE * s["N_q"]:
-        return (*DEFAULT_DEFINES, STATIC_SCHEDULE)
-    return DEFAULT_DEFINES
-
-
 def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse: bool = False, out=None,
               _defines: tuple[str, ...] | None = None, _persistent=None, _sections: int | None = None, window=None,
               mods=None, _pieces: int | None = None):
@@ -257,8 +117,8 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``config``: an Sm90Config (or a dict of its fields); None asks the model (``iomodel.chooser``).
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
-    ``_persistent`` (default PERSISTENT), ``_sections`` query heads per causal scheduling section
-    (default :func:`heads_per_section`), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
+    ``_persistent`` and ``_sections`` the grid and the query heads per causal scheduling section (default: the
+    rules of ``kernels.sm90_schedule.schedule``), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
     The checks and the launch's arguments are built once a call signature (``kernels.plans``).
     """
     window = window if window is not None and window.local else None
@@ -293,24 +153,23 @@ class Launch:
                  _persistent=None, _sections=None, window=None, mods=None, _pieces=None):
         B, H, N_q = s["B"], s["H"], s["N_q"]
         props = driver.device_props(dev)
-        defines = tuple(schedule_defines(s, window, varlen is not None, props.L2_cache_size, q.element_size(), cfg)
-                        if _defines is None else _defines)
-        static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
+        sms = props.multi_processor_count
+        sch = schedule(s, cfg.block_m, sms, props.L2_cache_size, q.element_size(), window, varlen is not None, cfg,
+                       _defines, _persistent, _sections)
+        defines, persistent = sch.defines, sch.persistent
         mods = mods if mods is not None else NO_MODS
         kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
                        mods.bits)
         num_tiles = -(-N_q // cfg.block_m) * H * B
-        persistent = PERSISTENT if _persistent is None else bool(_persistent)
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
         # from a counter
-        dynamic = (s["causal"] or varlen is not None or DYNAMIC_FULL in defines) and not static
+        dynamic = (s["causal"] or varlen is not None or DYNAMIC_FULL in defines) and not sch.static
         splits = codegen.sm90_splits(s["causal"], varlen is not None, window is not None, mods.bits)
-        sms = props.multi_processor_count
         whole, pieces = (tail_split(num_tiles, sms, -(-s["N_k"] // cfg.block_n), _pieces)
                          if splits and persistent and not dynamic and NO_SPLIT not in defines else (num_tiles, 1))
         items = whole + (num_tiles - whole) * pieces
         grid = (min(items, sms) if persistent else num_tiles, 1, 1)
-        self.shape, self.device, self.pieces, self.dynamic = s, dev, pieces, dynamic
+        self.shape, self.device, self.pieces, self.dynamic, self.schedule = s, dev, pieces, dynamic, sch
         # the split tiles' partial rows (a slot of d / 2 + 4 floats a consumer thread a piece) and arrival
         # counters (one a consumer warp a split tile), the counters zeroed once and left at zero by the kernel
         self.part_floats = (items - whole) * (cfg.head_dim // 2 + 4) * 128 * cfg.consumers
@@ -322,8 +181,7 @@ class Launch:
         total_q = varlen[2] if varlen is not None else 0
         args = [*(m.map for m in self.maps), self.out, self.lse, i32(B), i32(H), i32(s["H_kv"]), i32(N_q),
                 i32(s["N_k"]), ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
-                i32(_section_heads(s, q.element_size(), props.L2_cache_size, _sections, cfg.block_m,
-                                   props.multi_processor_count, static)), self.counter, self.cu_q, self.cu_k, i32(total_q)]
+                i32(sch.sections), self.counter, self.cu_q, self.cu_k, i32(total_q)]
         if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
             args += [i32(x) for x in window.kernel_args()]
         if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride

@@ -1,12 +1,13 @@
-"""The wgmma forward's causal sections (``kernels.flash_sm90.heads_per_section``), no GPU: under the dynamic
+"""The wgmma forward's causal sections (``kernels.sm90_schedule``), no GPU: under the dynamic
 schedule a section holds two waves of tiles within 16 to 32 query heads, the sections are of one size where
 B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups, and their K and V
-fit two thirds of the L2 (long sequences); above d = 128 (the static schedule) the L2 rule."""
+fit two thirds of the L2 (long sequences); above d = 128 the L2 rule, which chooses between the dynamic schedule
+and a grid of one CTA a tile (grid_section_heads' sections)."""
 from __future__ import annotations
 
 import pytest
 
-from kernels.flash_sm90 import DYNAMIC_MAX_HEAD_DIM, L2_DYNAMIC_SHARE, SECTION_HEADS, heads_per_section
+from kernels.sm90_schedule import DYNAMIC_MAX_HEAD_DIM, L2_DYNAMIC_SHARE, SECTION_HEADS, heads_per_section
 
 L2 = 50 << 20
 SMS = 132
@@ -80,7 +81,7 @@ def test_windows_of_equal_tiles_take_the_static_walk():
     """schedule_defines: a causal window whose band key 0 cuts for at most WINDOW_STATIC_CUT_SHARE of the rows
     is built for the static walk; wider windows, windows without a left bound or a right bound, varlen
     batches and head dims past the dynamic schedule's keep the defaults."""
-    from kernels.flash_sm90 import DEFAULT_DEFINES, STATIC_SCHEDULE, WINDOW_STATIC_CUT_SHARE, schedule_defines
+    from kernels.sm90_schedule import DEFAULT_DEFINES, STATIC_SCHEDULE, WINDOW_STATIC_CUT_SHARE, schedule_defines
     from kernels.window import Window
 
     def s(n_q, n_k, d=128, causal=True):
@@ -101,10 +102,11 @@ def test_windows_of_equal_tiles_take_the_static_walk():
 
 
 def test_above_the_dynamic_bound_a_sectioned_static_walk_turns_dynamic():
-    """schedule_defines: a plain causal kernel above DYNAMIC_MAX_HEAD_DIM keeps the static walk where the L2 rule
-    gives one section of every head, and takes the dynamic schedule (WIDE_DYNAMIC) where it would cut the tiles into
-    sections; not with a window or a varlen batch, nor without the L2's size; its sections then the dynamic rule's."""
-    from kernels.flash_sm90 import DEFAULT_DEFINES, WIDE_DYNAMIC, schedule_defines
+    """schedule_defines: a plain causal kernel above DYNAMIC_MAX_HEAD_DIM is built for the fixed walk where the L2
+    rule gives one section of every head (the one-CTA-a-tile grid, below), and takes the dynamic schedule
+    (WIDE_DYNAMIC) where it would cut the tiles into sections; not with a window or a varlen batch, nor without the
+    L2's size; its sections then the dynamic rule's."""
+    from kernels.sm90_schedule import DEFAULT_DEFINES, WIDE_DYNAMIC, schedule_defines
     from kernels.window import Window
 
     def s(B, H, N, d, causal=True):
@@ -122,3 +124,42 @@ def test_above_the_dynamic_bound_a_sectioned_static_walk_turns_dynamic():
     assert WIDE_DYNAMIC not in schedule_defines(s(8, 8, 2048, 256), Window(512, 0), l2_bytes=L2)
     dyn = heads_per_section(8, 8, 8, 2048, 256, 2, L2, 16, SMS, dynamic=True)
     assert dyn == 16 and _sections(8, 8, 8, 2048, 256, 128) == 10   # the wave rule within the L2's cap, not the L2 rule
+
+
+def test_above_the_dynamic_bound_long_sequences_take_one_cta_a_tile():
+    """schedule: where the L2 rule gives one section of every head (long sequences), or the config's dynamic build
+    spills, a plain causal launch above DYNAMIC_MAX_HEAD_DIM runs one CTA a tile (not persistent, the fixed walk,
+    no counter) with sections of the largest power of 2 of GQA groups whose K and V fit half the L2; the knobs
+    given turn the rule off; short sequences keep the persistent dynamic schedule."""
+    from iomodel.families.flash_sm90 import Sm90Config
+    from kernels.sm90_schedule import GRID_L2_SHARE, WIDE_DYNAMIC, grid_section_heads, schedule, wide_schedule
+    from kernels.window import Window
+
+    def s(B, H, N, d, H_kv=None, causal=True):
+        return {"B": B, "H": H, "H_kv": H_kv or H, "N_q": N, "N_k": N, "d": d, "causal": causal}
+
+    one = 2 * 8192 * 256 * 2                          # 8 MiB of K and V a head at d = 256 N = 8192
+    assert grid_section_heads(2, 8, 8, 8192, 256, 2, L2) == 2          # 25 MiB: 3 heads fit, 2 the power of 2
+    assert grid_section_heads(1, 8, 8, 16384, 256, 2, L2) == 1         # 16 MiB a head: 1
+    assert grid_section_heads(2, 8, 8, 65536, 256, 2, L2) == 1         # more than the share: one head still
+    assert grid_section_heads(2, 8, 2, 8192, 256, 2, L2) == 8          # GQA: 2 K/V heads, whole groups of 4
+    assert grid_section_heads(16, 8, 8, 1024, 256, 2, L2) == 16        # 1 MiB: 25 fit, 16
+    assert grid_section_heads(1, 2, 2, 1024, 256, 2, L2) == 2          # never above B H
+    assert int(GRID_L2_SHARE * L2 // one) == 3
+    long, cfg = s(2, 8, 8192, 256), Sm90Config(128, 80, 2, 256, 2)
+    assert wide_schedule(long, l2_bytes=L2, cfg=cfg) == "grid"
+    got = schedule(long, 128, SMS, L2, 2, cfg=cfg)
+    assert (got.persistent, got.static, got.sections, got.defines) == (False, True, 2, ())
+    spill = Sm90Config(128, 64, 2, 256, 2)              # WIDE_DYNAMIC_SPILLING: the grid even where sections cut
+    assert wide_schedule(s(16, 8, 1024, 256), l2_bytes=L2, cfg=spill) == "grid"
+    assert schedule(s(16, 8, 1024, 256), 128, SMS, L2, 2, cfg=spill).sections == 16
+    short = schedule(s(8, 8, 2048, 256), 128, SMS, L2, 2, cfg=cfg)   # sections of the L2 rule: dynamic, persistent
+    assert short.persistent and not short.static and WIDE_DYNAMIC in short.defines
+    for knobs in ({"defines": ()}, {"persistent": True}):                # a knob given: the rule is off
+        got = schedule(long, 128, SMS, L2, 2, cfg=cfg, **knobs)
+        assert got.persistent and got.static and got.sections == 16
+    assert schedule(long, 128, SMS, L2, 2, cfg=cfg, sections=4).sections == 4
+    for other in (dict(window=Window(1024, 0)), dict(varlen=True)):     # a window or a varlen batch: no grid rule
+        assert schedule(long, 128, SMS, L2, 2, cfg=cfg, **other).persistent
+    assert schedule(s(2, 8, 8192, 128), 128, SMS, L2, 2).persistent     # d <= 128: the dynamic schedule
+    assert schedule(s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2, cfg=cfg).persistent

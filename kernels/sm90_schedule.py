@@ -1,0 +1,219 @@
+"""How the wgmma forward (``kernels.flash_sm90``, ``csrc/flash_fwd_sm90.cuh``) hands its tiles to the SMs: the
+compile-time switches of its schedule, the causal tiles' sections of heads (longest first within each, so that the
+CTAs running at once share their heads' K and V in the L2), the grid (persistent, or one CTA a tile) and the tail
+split of a persistent grid's last round.  Pure arithmetic on the shape and the device's L2 and SM count; the rules'
+measurements are cited beside them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "WIDE_DYNAMIC",
+           "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines",
+           "wide_schedule", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
+           "tail_split"]
+
+FAMILY = "flash_sm90"
+# Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
+PERSISTENT = True
+# Compile-time switches used by default: none.  Available: SM90_STATIC_SCHEDULE (flash_fwd_sm90.cuh,
+# FwdTraits), SM90_WATCHDOG (sm90_common.cuh, mbar_wait), and for A/B runs SM90_DYNAMIC_FULL (the claims
+# without a mask too) and SM90_UNROTATED (the non-causal fixed list without its rotation, tile_of_round).
+DEFAULT_DEFINES: tuple[str, ...] = ()
+# Causal tile order: tiles longest first within sections of heads (TileInfo in the kernel), so that the
+# CTAs running at once share their heads' K/V in the L2.  Under the dynamic schedule (d <= 128) a section
+# holds the heads whose tiles make SECTION_WAVES waves of CTAs, within SECTION_HEADS query heads, and the
+# sections are of one size (B H split evenly, whole GQA groups): a grid whose last section is a short
+# remainder ends on its longest tiles with the other SMs idle, and sections of 8 heads or fewer lose the
+# L2's sharing (validation/results/profile-small-batch-h100-2026-11-24/sections*.json, B N = 16384, N = 1024
+# to 8192, d = 64 and 128, two runs: this rule within 2.1% of the best section size at every shape, the L2
+# rule below 0.3% to 8% slower than it, sections of 64 heads and more slower than 32).
+SECTION_WAVES = 2
+SECTION_HEADS = (16, 32)
+# ... and no more heads than their K and V fit in this share of the L2: at long sequences a section of 16 heads
+# holds more K and V than the L2 (128 MB at d = 128 N = 16384), and the CTAs re-read them from DRAM (ncu on the
+# H200: 4x FlashAttention-4's DRAM bytes, L2 hit rate 79% against its 96%; at the 700 W cap the kernel ran at a
+# 7 to 8% lower SM clock than FlashAttention-4 though it took 4% fewer cycles at one clock).  Sections whose K and V
+# take 34 MB (4 heads there, 2 at N = 32768, 8 at d = 64 N = 16384 or d = 128 N = 8192) ran 1.6 to 4.3% faster at
+# N >= 16384 and 1% at N = 8192; half or twice that many heads 0.8 to 2.6% slower than the best
+# (validation/results/profile-sm90-alpha-tiles-h200-2026-11-28/, sections.json, ncu/, power-causal.json).
+L2_DYNAMIC_SHARE = 2 / 3
+# The static schedule (d > 128): sections of heads whose K and V together take at most this share of the
+# L2; below MIN_SECTION_HEADS heads per section all tiles go longest first over all heads.
+L2_SECTION_SHARE = 0.4
+# the largest head dim whose causal and varlen kernels take the dynamic schedule (FwdTraits::kDynamic,
+# SM90_DYN_MAX in the header)
+DYNAMIC_MAX_HEAD_DIM = 128
+# The static walk's switch, and the sliding windows that take it: a window with a right bound (the causal
+# flag) whose band the sequence's start cuts for at most this share of the query rows has tiles of one
+# length but for those, and the static walk ran such windows 3.5 to 8.5% faster than the dynamic schedule's
+# claims (validation/results/profile-window-h100-2026-11-25/: (4096, 0) at N = 32768 6.4-8.5% over three
+# configs; cut for 6 to 50% of the rows at d 64 and 128, N 8192 and 32768: 0.4 to 8.5% faster; the one
+# loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
+# keeps the dynamic schedule, which balances its unequal tiles.
+STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
+DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
+NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
+WINDOW_STATIC_CUT_SHARE = 0.5
+# Above DYNAMIC_MAX_HEAD_DIM a plain causal kernel (no window, not varlen) takes the dynamic schedule with
+# heads_per_section's sections (this switch, raising the header's bound) where l2_section_heads cuts its tiles into
+# sections (short sequences), and a grid of one CTA a tile where it gives one section of every head (long sequences)
+# or the config's dynamic build spills (wide_schedule).  H200, validation/results/profile-sm90-tail-split-h200-
+# 2026-11-28/ (wide-dynamic.json, wide-verify.json): where the L2 rule cut sections (d = 192 N = 1024 to 4096,
+# d = 256 N = 2048) the static walk took 7 to 30% longer than the dynamic schedule (0.83x to 0.995x cuDNN's speed,
+# the dynamic one 1.06x to 1.13x).
+WIDE_DYNAMIC = "SM90_DYN_MAX=256"
+# ... but for the configs whose build with it spills (nvcc 13.0, sm_90a: 12 bytes; tests/kernels/test_build_sm90.py)
+WIDE_DYNAMIC_SPILLING = ("m128n64s2d256c2",)
+MIN_SECTION_HEADS = 8
+# The one-CTA-a-tile grid (no persistence: the hardware starts the tiles in index order as SMs free up) goes
+# longest first within sections of the largest power of 2 of (GQA groups of) heads whose K and V fit this share of
+# the L2.  At long sequences the static walk's one section of every head held more K and V than the L2: on the H200
+# it read 3.5x the DRAM bytes (913 against 262 MB at d = 256 N = 8192 B2 H8, ncu) and at the 700 W cap ran at a 4 to
+# 5% lower SM clock (1440-1485 against 1515-1530 MHz) though it took 4% fewer cycles at a locked clock; the grid
+# with these sections ran 1.1 to 6.5% faster at d = 192 N = 8192 / 16384 and d = 256 N = 4096 to 16384, and 5.8%
+# at d = 256 N = 1024 B16 for the spilling 128x64 (its static walk had run 0.95x cuDNN's speed).  Half or twice as
+# many heads: within 1.5% of these or slower (validation/results/profile-sm90-power-h200-2026-11-28/: verify.json,
+# power.json, ncu-variants.csv).  Where sections hold MIN_SECTION_HEADS heads and more the dynamic schedule was as
+# fast or faster (d = 192 N = 1024 to 4096: by 0.6 to 2.3%; d = 256 N = 2048 1.5% slower, within a run's spread),
+# its persistent CTAs overlapping one tile's start with the last one's end, which counts where tiles are short.
+GRID_L2_SHARE = 0.5
+
+
+def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
+                      m_blocks: int, sms: int, dynamic: bool | None = None) -> int:
+    """Query heads per causal scheduling section (B * H: one section); `m_blocks` query tiles a head and
+    `sms` CTAs a wave size the dynamic schedule's sections, the static schedule's are l2_section_heads'.
+    `dynamic`: whether the launch takes the dynamic schedule (None: the head dim's default,
+    d <= DYNAMIC_MAX_HEAD_DIM)."""
+    if not (d <= DYNAMIC_MAX_HEAD_DIM if dynamic is None else dynamic):
+        return l2_section_heads(B, H, H_kv, N_k, d, elem_bytes, l2_bytes)
+    group, heads = H // H_kv, B * H   # two waves of tiles within SECTION_HEADS, sections of one size, whole groups
+    lo, hi = SECTION_HEADS
+    target = min(hi, max(lo, -(-SECTION_WAVES * sms // max(m_blocks, 1))))
+    exact = [p for p in range(lo, hi + 1) if heads % p == 0 and p % group == 0]
+    if exact:
+        per = min(exact, key=lambda p: abs(p - target))
+    else:
+        per = _even_split(heads, max(1, round(heads / target)), group)   # else the nearest even split
+    # the L2's cap: the query heads whose K and V fit its share, whole groups (one group at least)
+    cap = max(1, int(L2_DYNAMIC_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))) * group
+    if per <= cap:
+        return per
+    fits = [p for p in range(group, cap + 1, group) if heads % p == 0]   # sections of one size, if not too small
+    if fits and 2 * fits[-1] >= cap:
+        return fits[-1]
+    return _even_split(heads, -(-heads // cap), group)   # else the fewest sections under the cap, split evenly
+
+
+def _even_split(heads: int, sections: int, group: int) -> int:
+    """The heads of each of `sections` sections of `heads` split as evenly as whole groups of `group` allow."""
+    per = -(-heads // sections)
+    return min(heads, -(-per // group) * group)
+
+
+def l2_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
+    """The L2 rule (the static schedule's, and every head dim's before 2026-11-24): the query heads whose K
+    and V take at most L2_SECTION_SHARE of the L2; one section of all below MIN_SECTION_HEADS."""
+    group, heads = H // H_kv, B * H
+    kv_heads = int(L2_SECTION_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
+    if kv_heads * group < MIN_SECTION_HEADS:
+        return heads
+    return max(1, min(heads, kv_heads * group))
+
+
+def tail_split(tiles: int, sms: int, chunks: int, pieces: int | None = None) -> tuple[int, int]:
+    """(whole, pieces) of a persistent grid of `tiles` equal tiles of `chunks` key chunks on `sms` SMs: tiles
+    0 .. whole - 1 run whole, each of the others (its last round's) as `pieces` pieces (split_item in the kernel).
+    The count is the model's (``iomodel.perf.tail_pieces`` over the family's plan), so kernel and model agree;
+    `pieces` given (A/B runs) splits the same last round into that many (1: none)."""
+    rem = tiles % sms
+    if pieces is None:
+        from iomodel.families import get   # (sympy's import with it: only where a launch plan is made)
+        from iomodel.perf import tail_pieces
+
+        plan = get(FAMILY).plan
+        pieces = tail_pieces(tiles, sms, chunks, plan.tail_overhead_steps, plan.tail_pieces_max)[0]
+    pieces = max(1, min(int(pieces), chunks))
+    return (tiles - rem, pieces) if rem and pieces > 1 else (tiles, 1)
+
+
+def section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
+                  sms: int, static: bool) -> int:
+    """The causal sections' query heads of a launch (`sections` if given): the static walk's L2 rule, the dynamic
+    schedule's heads_per_section, one section of all heads without a mask."""
+    B, H = shape["B"], shape["H"]
+    if sections is None and not shape["causal"]:
+        sections = B * H
+    elif sections is None and static:
+        sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
+    elif sections is None:
+        sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
+                                     -(-shape["N_q"] // block_m), sms, dynamic=True)
+    return max(1, min(int(sections), B * H))
+
+
+def grid_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int) -> int:
+    """Query heads per section of the one-CTA-a-tile grid: the largest power of 2 of GQA groups whose K and V
+    take at most GRID_L2_SHARE of the L2 (one group at least)."""
+    group = H // H_kv
+    fit = int(GRID_L2_SHARE * l2_bytes // max(2 * N_k * d * elem_bytes, 1))
+    kv_heads = 1 << (fit.bit_length() - 1) if fit >= 1 else 1
+    return min(B * H, kv_heads * group)
+
+
+def wide_schedule(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None, elem_bytes: int = 2,
+                  cfg=None) -> str | None:
+    """A plain causal launch above DYNAMIC_MAX_HEAD_DIM: "dynamic" (the claims, WIDE_DYNAMIC) where l2_section_heads
+    cuts sections, "grid" (one CTA a tile) where it gives one section or `cfg` is in WIDE_DYNAMIC_SPILLING; None
+    for any other launch or without the L2's size."""
+    if not (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM and l2_bytes):
+        return None
+    one = l2_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes) >= s["B"] * s["H"]
+    return "grid" if one or (cfg is not None and cfg.name in WIDE_DYNAMIC_SPILLING) else "dynamic"
+
+
+def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None,
+                     elem_bytes: int = 2, cfg=None) -> tuple[str, ...]:
+    """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
+    tiles (WINDOW_STATIC_CUT_SHARE), and the dynamic schedule for a plain causal kernel above
+    DYNAMIC_MAX_HEAD_DIM where wide_schedule says so (WIDE_DYNAMIC; given the L2's `l2_bytes`); `window` a
+    ``kernels.window.Window`` or None."""
+    if wide_schedule(s, window, varlen, l2_bytes, elem_bytes, cfg) == "dynamic":
+        return (*DEFAULT_DEFINES, WIDE_DYNAMIC)
+    if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
+        return DEFAULT_DEFINES
+    # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
+    cut = window.left - (s["N_k"] - s["N_q"]) if window.left >= 0 else s["N_q"]
+    if max(cut, 0) <= WINDOW_STATIC_CUT_SHARE * s["N_q"]:
+        return (*DEFAULT_DEFINES, STATIC_SCHEDULE)
+    return DEFAULT_DEFINES
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A launch's schedule: its compile-time `defines`, whether its tiles follow the fixed walk (`static`, else
+    the dynamic schedule's claims where the kernel has them), whether the grid is `persistent` (else one CTA a
+    tile) and the causal `sections`' query heads."""
+    defines: tuple[str, ...]
+    static: bool
+    persistent: bool
+    sections: int
+
+
+def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, window=None, varlen: bool = False,
+             cfg=None, defines=None, persistent=None, sections=None) -> Schedule:
+    """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`; `defines`,
+    `persistent` and `sections` given (A/B runs) override the rules (the grid rule applies where none of the
+    first two is given)."""
+    grid = (defines is None and persistent is None
+            and wide_schedule(s, window, varlen, l2_bytes, elem_bytes, cfg) == "grid")
+    if defines is None:
+        defines = schedule_defines(s, window, varlen, l2_bytes, elem_bytes, cfg)
+    defines = tuple(defines)
+    static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
+    if grid and sections is None:
+        sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
+    persistent = (PERSISTENT and not grid) if persistent is None else bool(persistent)
+    return Schedule(defines, static, persistent,
+                    section_heads(s, elem_bytes, l2_bytes, sections, block_m, sms, static))
