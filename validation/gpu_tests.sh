@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GPU test files in turn within one device call's time (a call holds at most 600 s): each "name|pytest args" runs
+# only while time is left (the rest of it its timeout), its log in $OUT/name.log, a line each with pytest's summary.
+# Exits non-zero when a file failed or ran out of time.  From the repository root on the GPU machine:
+#   OUT=dir bash validation/gpu_tests.sh SECONDS "wide|tests/kernels/test_gpu_wide_schedule_sm90.py" \
+#       "sm90|tests/kernels/test_gpu_sm90.py -k 'not fp16'"
+set -u
+OUT=${OUT:-/tmp}
+LIMIT=${1:?usage: gpu_tests.sh SECONDS "name|pytest args" ...}
+shift
+export PYTHONPATH=${PYTHONPATH:-.}
+mkdir -p "$OUT"
+end=$((SECONDS + LIMIT))
+status=0
+for spec in "$@"; do
+    name=${spec%%|*}
+    args=${spec#*|}
+    left=$((end - SECONDS))
+    if [ "$left" -le 10 ]; then
+        echo "$name: not run (no time left)"
+        status=1
+        continue
+    fi
+    eval "set -- $args"
+    timeout "$left" python3 -m pytest -q -p no:cacheprovider "$@" > "$OUT/$name.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || status=1
+    echo "$name: rc=$rc $(tail -1 "$OUT/$name.log")"
+done
+exit $status
