@@ -69,8 +69,8 @@ MIN_SECTION_HEADS = 8
 # The one-CTA-a-tile grid (no persistence: the hardware starts the tiles in index order as SMs free up) goes
 # longest first within sections of the largest power of 2 of (GQA groups of) heads whose K and V fit this share of
 # the L2.  At long sequences the static walk's one section of every head held more K and V than the L2: on the H200
-# it read 3.5x the DRAM bytes (913 against 262 MB at d = 256 N = 8192 B2 H8, ncu) and at the 700 W cap ran at a 4 to
-# 5% lower SM clock (1440-1485 against 1515-1530 MHz) though it took 4% fewer cycles at a locked clock; the grid
+# it read 3.5x the DRAM bytes (913 against 262 MB at d = 256 N = 8192 B2 H8, ncu) and at the 700 W cap ran at a 3 to
+# 6% lower SM clock (1440-1485 against 1515-1530 MHz) though it took 4% fewer cycles at a locked clock; the grid
 # with these sections ran 1.1 to 6.5% faster at d = 192 N = 8192 / 16384 and d = 256 N = 4096 to 16384, and 5.8%
 # at d = 256 N = 1024 B16 for the spilling 128x64 (its static walk had run 0.95x cuDNN's speed).  Half or twice as
 # many heads: within 1.5% of these or slower (validation/results/profile-sm90-power-h200-2026-11-28/: verify.json,
