@@ -157,10 +157,11 @@ def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bo
         f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
-        f"    int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q"
+        f"    int N_k, float scale_log2, int sec, int* counter, const int* order, const int* cu_q, const int* cu_k,"
+        f" int total_q"
         f"{window_params}) {{\n"
         f"  sm90::flash_fwd_sm90<T_{name}>(tmQ, tmK, tmV, O, L, B, H, H_kv, N_q, N_k, scale_log2, sec,\n"
-        f"                                counter, cu_q, cu_k, total_q{window_args});\n"
+        f"                                counter, order, cu_q, cu_k, total_q{window_args});\n"
         f"}}\n"
     )
 

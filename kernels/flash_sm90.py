@@ -13,7 +13,7 @@ from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
 from .sm90_schedule import (DEFAULT_DEFINES, DYNAMIC_FULL, DYNAMIC_MAX_HEAD_DIM, NO_SPLIT, PERSISTENT,  # noqa: F401
                             STATIC_SCHEDULE, WIDE_DYNAMIC, WIDE_DYNAMIC_SPILLING, heads_per_section, l2_section_heads,
-                            schedule, schedule_defines, tail_split)
+                            lpt_order, schedule, schedule_defines, tail_split)
 
 # (the schedule's names re-exported: the launcher's A/B knobs and the probes name them here)
 __all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads",
@@ -36,6 +36,14 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
             varlen: bool = False, local: bool = False, mods: int = 0) -> driver.Kernel:
     return driver.kernel(index, module(cfg, dtype, causal, defines, varlen, local, mods),
                          codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
+
+
+def _order_table(s: dict, cfg, ctas: int, sch, device):
+    """The persistent fixed walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan."""
+    import torch
+
+    table = lpt_order(s, cfg.block_m, cfg.block_n, ctas, sch.sections)
+    return torch.tensor(table, dtype=torch.int32, device=device)
 
 
 def _tma_dims(t):
@@ -118,7 +126,8 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` and ``_sections`` the grid and the query heads per causal scheduling section (default: the
-    rules of ``kernels.sm90_schedule.schedule``), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
+    rules of ``kernels.sm90_schedule.schedule``; ``_persistent="lpt"``: the persistent fixed walk with a host-made
+    tile table, causal above d = 128), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
     The checks and the launch's arguments are built once a call signature (``kernels.plans``).
     """
     window = window if window is not None and window.local else None
@@ -176,12 +185,14 @@ class Launch:
         self.split_counts = (num_tiles - whole) * 4 * cfg.consumers
         self.counters = _tile_counters(dev) if dynamic or pieces > 1 else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
+        self.order = _order_table(s, cfg, grid[0], sch, q.device) if sch.lpt else None
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
         i32 = ctypes.c_int
         total_q = varlen[2] if varlen is not None else 0
         args = [*(m.map for m in self.maps), self.out, self.lse, i32(B), i32(H), i32(s["H_kv"]), i32(N_q),
                 i32(s["N_k"]), ctypes.c_float(mods.softmax_scale(scale) * runtime.LOG2E),
-                i32(sch.sections), self.counter, self.cu_q, self.cu_k, i32(total_q)]
+                i32(sch.sections), self.counter, ctypes.c_void_p(self.order.data_ptr() if sch.lpt else None),
+                self.cu_q, self.cu_k, i32(total_q)]
         if window is not None:   # a sliding window (kernels.window.Window): the local variant's bounds
             args += [i32(x) for x in window.kernel_args()]
         if mods.bits:   # the score modifiers' variant: softcap_mul, the ALiBi slopes and their batch stride

@@ -6,12 +6,13 @@ measurements are cited beside them.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 __all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "WIDE_DYNAMIC",
            "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines",
            "wide_schedule", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
-           "tail_split"]
+           "tail_split", "lpt_order", "causal_chunks"]
 
 FAMILY = "flash_sm90"
 # Launch a persistent grid (min(#tiles, #SMs) CTAs walking the tiles) by default.
@@ -78,6 +79,15 @@ MIN_SECTION_HEADS = 8
 # fast or faster (d = 192 N = 1024 to 4096: by 0.6 to 2.3%; d = 256 N = 2048 1.5% slower, within a run's spread),
 # its persistent CTAs overlapping one tile's start with the last one's end, which counts where tiles are short.
 GRID_L2_SHARE = 0.5
+# A persistent fixed walk in sections (A/B only, `_persistent="lpt"`, not measured yet): the grid's order and
+# sections, each CTA's tiles precomputed on the host as a greedy pass over the sectioned longest-first list hands
+# them to the CTA that frees first (lpt_order), so that the CTAs keep overlapping one tile's start with the last
+# one's end (the grid's CTAs start cold: 4% more cycles than the static walk at d = 256 N = 8192) while the tiles in
+# flight stay within a section or two.  A tile's cost in the pass: its key chunks and this many more (its Q load
+# and epilogue; a guess).
+LPT_TILE_OVERHEAD_CHUNKS = 2
+# the largest head dim whose causal tiles put the short one first (SM90_OWN_MAX in the header, tile_row0)
+OWN_CHUNKS_MAX_HEAD_DIM = 192
 
 
 def heads_per_section(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: int, l2_bytes: int,
@@ -173,6 +183,43 @@ def wide_schedule(s: dict, window=None, varlen: bool = False, l2_bytes: int | No
     return "grid" if one or (cfg is not None and cfg.name in WIDE_DYNAMIC_SPILLING) else "dynamic"
 
 
+def causal_chunks(N_q: int, N_k: int, block_m: int, block_n: int, d: int) -> list[int]:
+    """The key chunks of each query tile of a bottom-right causal head, by m_block (the kernel's TileInfo; up to
+    OWN_CHUNKS_MAX_HEAD_DIM the short tile is m_block 0, the others' rows shifted up by whole warpgroups)."""
+    full = -(-N_k // block_n)
+    r = N_q % block_m
+    shift = (block_m - r) // 64 * 64 if r and d <= OWN_CHUNKS_MAX_HEAD_DIM else 0
+    out = []
+    for m in range(-(-N_q // block_m)):
+        last = min(m * block_m - shift + block_m - 1 + N_k - N_q, N_k - 1)
+        out.append(0 if last < 0 else min(last // block_n + 1, full))
+    return out
+
+
+def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int) -> list[int]:
+    """The fixed walk's tile table of a causal launch on `ctas` persistent CTAs (the kernel's walk_tile): tiles in
+    the kernel's order (sections of `sections` heads, longest first within each), each handed to the CTA that frees
+    first (a tile costs its chunks and LPT_TILE_OVERHEAD_CHUNKS; ties to the lower CTA), written round-major, one
+    column a CTA, every column ended by -2."""
+    chunks = causal_chunks(s["N_q"], s["N_k"], block_m, block_n, s["d"])
+    num_m, heads = len(chunks), s["B"] * s["H"]
+    free = [(0, c) for c in range(ctas)]
+    lists: list[list[int]] = [[] for _ in range(ctas)]
+    for t in range(num_m * heads):
+        width = min(sections, heads - (t // (sections * num_m)) * sections)   # heads in t's section
+        m_block = num_m - 1 - (t - (t // (sections * num_m)) * sections * num_m) // width
+        busy, c = heapq.heappop(free)
+        lists[c].append(t)
+        heapq.heappush(free, (busy + chunks[m_block] + LPT_TILE_OVERHEAD_CHUNKS, c))
+    rounds = max(len(x) for x in lists) + 1
+    table = [-1] * (rounds * ctas)
+    for c, tiles in enumerate(lists):
+        for k, t in enumerate(tiles):
+            table[k * ctas + c] = t
+        table[len(tiles) * ctas + c] = -2
+    return table
+
+
 def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None,
                      elem_bytes: int = 2, cfg=None) -> tuple[str, ...]:
     """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
@@ -194,18 +241,26 @@ def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int |
 class Schedule:
     """A launch's schedule: its compile-time `defines`, whether its tiles follow the fixed walk (`static`, else
     the dynamic schedule's claims where the kernel has them), whether the grid is `persistent` (else one CTA a
-    tile) and the causal `sections`' query heads."""
+    tile) and the causal `sections`' query heads; `lpt`: the persistent fixed walk takes lpt_order's table."""
     defines: tuple[str, ...]
     static: bool
     persistent: bool
     sections: int
+    lpt: bool = False
 
 
 def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, window=None, varlen: bool = False,
              cfg=None, defines=None, persistent=None, sections=None) -> Schedule:
     """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`; `defines`,
     `persistent` and `sections` given (A/B runs) override the rules (the grid rule applies where none of the
-    first two is given)."""
+    first two is given); `persistent="lpt"` (causal, the fixed walk) takes the grid's sections and lpt_order's table."""
+    lpt = persistent == "lpt"
+    if lpt:
+        if not (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM):
+            raise ValueError("the lpt walk is for plain causal launches above d = 128 (the fixed walk)")
+        persistent, defines = True, DEFAULT_DEFINES if defines is None else defines
+        if sections is None:
+            sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
     grid = (defines is None and persistent is None
             and wide_schedule(s, window, varlen, l2_bytes, elem_bytes, cfg) == "grid")
     if defines is None:
@@ -215,5 +270,7 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     if grid and sections is None:
         sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
     persistent = (PERSISTENT and not grid) if persistent is None else bool(persistent)
+    if lpt and not static:
+        raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC)")
     return Schedule(defines, static, persistent,
-                    section_heads(s, elem_bytes, l2_bytes, sections, block_m, sms, static))
+                    section_heads(s, elem_bytes, l2_bytes, sections, block_m, sms, static), lpt)

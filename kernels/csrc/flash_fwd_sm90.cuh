@@ -472,6 +472,14 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles, int n_q) {
     return t < num_tiles ? t : -1;
 }
 
+// A persistent fixed walk may follow a host-made table instead of the rounds (plain causal launches only, the
+// A/B of kernels/sm90_schedule.py lpt_order): entry k * gridDim.x + blockIdx.x is this CTA's k-th tile, -2 ends
+// its walk.  kTable below gates it at compile time, so that the other variants' code is as before.
+template <class T>
+__device__ __forceinline__ int table_tile(int k, const int* __restrict__ order) {
+    return __ldg(order + size_t(k) * gridDim.x + blockIdx.x);
+}
+
 // Dynamic schedule: a CTA's first tile is blockIdx.x, each further one the next unclaimed tile.  Every
 // tile a CTA takes claims one more, so a launch makes exactly num_tiles claims (values 0 .. num_tiles - 1,
 // the grid being at most num_tiles CTAs); the claim that draws the last value is the launch's last use of
@@ -518,7 +526,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                                                const TmaDesc& tmV, u16* __restrict__ O,
                                                float* __restrict__ L, int B, int H, int H_kv,
                                                int N_q, int N_k, float scale_log2, int sec,
-                                               int* __restrict__ counter, const int* __restrict__ cu_q,
+                                               int* __restrict__ counter, const int* __restrict__ order,
+                                               const int* __restrict__ cu_q,
                                                const int* __restrict__ cu_k, int total_q, int win_left = 0,
                                                int win_right = 0, float softcap_mul = 0.f,
                                                const float* __restrict__ alibi = nullptr, long long alibi_sb = 0,
@@ -545,6 +554,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const int num_tiles = num_m * H * B;
     // the static walk's items: the tiles, the tail split's pieces in place of the last round's (split_item)
     const int num_items = T::kSplit ? whole + (num_tiles - whole) * pieces : num_tiles;
+    constexpr bool kTable = T::kCausal && !T::kVarlen && !T::kLocal;   // (table_tile)
     const int group = H / H_kv;
 
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);
@@ -643,8 +653,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     t = t_next;
                 }
             } else {
-                for (int k = 0; k * int(gridDim.x) < num_items; ++k) {
-                    const int t = tile_of_round<T>(k, num_items, N_q);
+                for (int k = 0; (kTable && order) || k * int(gridDim.x) < num_items; ++k) {
+                    const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
+                    if (kTable && t == -2) break;
                     if (t < 0) continue;
                     const TileInfo<T> ti = T::kSplit
                         ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
@@ -692,8 +703,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 IOM_TILE_TIME(1, t_decoded);
                 IOM_TILE_TIME(2, 0);
             } else {
-                if (k * int(gridDim.x) >= num_items) break;
-                const int t = tile_of_round<T>(k, num_items, N_q);
+                if (!(kTable && order) && k * int(gridDim.x) >= num_items) break;
+                const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
+                if (kTable && t == -2) break;
                 if (t < 0) continue;
                 ti = T::kSplit ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
                                : TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
@@ -938,9 +950,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 //   extern "C" __global__ void __launch_bounds__(T::kThreads, 1)
 //   NAME(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,
 //        const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,
-//        int N_k, float scale_log2, int sec, int* counter, const int* cu_q, const int* cu_k, int total_q)
-//        { sm90::flash_fwd_sm90<T>(tmQ, ..., counter, cu_q, cu_k, total_q); }
+//        int N_k, float scale_log2, int sec, int* counter, const int* order, const int* cu_q,
+//        const int* cu_k, int total_q)
+//        { sm90::flash_fwd_sm90<T>(tmQ, ..., counter, order, cu_q, cu_k, total_q); }
 // (a window's, modifiers' and the plain variant's further arguments: kernels/codegen.py, sm90_instance)
 // launched on a 1-D grid of min(#items, #SMs) CTAs (persistent) or #tiles CTAs; counter: an int at
-// zero (dynamic schedule: causal, varlen), which the launch leaves at zero (claim_tile), or null.
+// zero (dynamic schedule: causal, varlen), which the launch leaves at zero (claim_tile), or null; order: the
+// fixed walk's tile table (table_tile) or null.
 // The plain variant's tail split: whole, pieces (1: none), part and count as merge_pieces says.

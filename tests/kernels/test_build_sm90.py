@@ -19,13 +19,14 @@ H100_MAX_SMEM = 232448  # opt-in limit per block (227 KiB)
 def test_padded_rows_and_the_dynamic_schedules_head_dims():
     import re
 
-    from kernels import flash_sm90
+    from kernels import flash_sm90, sm90_schedule
 
     # d = 32 and 96 take rows of 64 and 128 values (whole 128-byte TMA boxes); 192 has no padding
     assert [Sm90Config(128, 64, 2, d, 2).smem_bytes(2) - Sm90Config(128, 64, 2, r, 2).smem_bytes(2)
             for d, r in ((32, 64), (96, 128), (192, 192))] == [0, 0, 0]
     text = (codegen.CSRC / "flash_fwd_sm90.cuh").read_text()
     assert int(re.search(r"#define SM90_DYN_MAX (\d+)", text).group(1)) == flash_sm90.DYNAMIC_MAX_HEAD_DIM
+    assert int(re.search(r"#define SM90_OWN_MAX (\d+)", text).group(1)) == sm90_schedule.OWN_CHUNKS_MAX_HEAD_DIM
 
 
 def test_smem_formula_terms():

@@ -74,3 +74,16 @@ def test_long_wide_causal_runs_one_cta_a_tile_and_matches_float32(cfg, B, H, gro
     assert not run.schedule.persistent and run.counters is None and run.schedule.sections == want
     assert run.prepared.grid[0] == B * H * -(-N_q // cfg.block_m)
     _check(run, q, k, v, cfg, dtype)
+
+
+@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", GRID_CASES + CASES[1:2], **IDS)
+def test_the_persistent_lpt_walk_matches_the_static_walk(cfg, B, H, group, N_q, N_k, dtype):
+    """The A/B knob _persistent="lpt" (kernels/sm90_schedule.py lpt_order): a persistent grid walking a host-made
+    table of every tile, the same outputs bit for bit (and against float32)."""
+    q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
+    run = flash_sm90.plan(q, k, v, True, cfg, _persistent="lpt")
+    tiles = B * H * -(-N_q // cfg.block_m)
+    assert run.schedule.lpt and run.schedule.persistent and run.counters is None
+    assert run.prepared.grid[0] == min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
+    assert sorted(t for t in run.order.tolist() if t >= 0) == list(range(tiles))
+    _check(run, q, k, v, cfg, dtype)

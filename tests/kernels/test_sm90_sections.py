@@ -163,3 +163,62 @@ def test_above_the_dynamic_bound_long_sequences_take_one_cta_a_tile():
         assert schedule(long, 128, SMS, L2, 2, cfg=cfg, **other).persistent
     assert schedule(s(2, 8, 8192, 128), 128, SMS, L2, 2).persistent     # d <= 128: the dynamic schedule
     assert schedule(s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2, cfg=cfg).persistent
+
+
+def test_causal_chunks_follow_the_bottom_right_diagonal():
+    from kernels.sm90_schedule import causal_chunks
+
+    assert causal_chunks(1024, 1024, 128, 64, 256) == [2 * (m + 1) for m in range(8)]
+    assert causal_chunks(1000, 1030, 128, 80, 256) == [2, 4, 6, 7, 9, 10, 12, 13]   # N_k > N_q: shifted, capped
+    assert causal_chunks(1030, 1000, 128, 64, 256)[:1] == [2]                       # row 30 sees key 0
+    assert causal_chunks(300, 40, 128, 64, 256) == [0, 0, 1]                        # the first rows see no key
+    # up to d = 192 the short tile goes first: 1030 rows, 6 in m_block 0 with its rows shifted up by 64
+    assert causal_chunks(1030, 1030, 128, 64, 192)[:2] == [1, 3] and causal_chunks(1030, 1030, 128, 64, 256)[:2] == [2, 4]
+
+
+@pytest.mark.parametrize("B, H, N_q, N_k, block_m, block_n, ctas, sections", [
+    (2, 8, 8192, 8192, 128, 80, 132, 2), (16, 8, 1024, 1024, 128, 64, 132, 16), (1, 10, 3001, 3100, 128, 112, 132, 4),
+    (1, 2, 300, 40, 128, 64, 5, 1), (3, 5, 2048, 2048, 128, 80, 132, 15), (4, 4, 1030, 1030, 128, 64, 132, 3)])
+def test_the_lpt_table_hands_every_tile_once_in_order_and_balanced(B, H, N_q, N_k, block_m, block_n, ctas, sections):
+    """lpt_order: every tile in exactly one CTA's column, each column in the list's order and ended by -2 (-1 past
+    its end), the first round the list's first tiles, and the columns' loads (chunks and the overhead) within the
+    longest tile of each other (the greedy pass's bound)."""
+    from kernels.sm90_schedule import LPT_TILE_OVERHEAD_CHUNKS, causal_chunks, lpt_order
+
+    s = {"B": B, "H": H, "H_kv": H, "N_q": N_q, "N_k": N_k, "d": 256, "causal": True}
+    table = lpt_order(s, block_m, block_n, ctas, sections)
+    rounds = len(table) // ctas
+    assert len(table) == rounds * ctas
+    chunks = causal_chunks(N_q, N_k, block_m, block_n, 256)
+    num_m, heads = len(chunks), B * H
+    cost = []
+    for t in range(num_m * heads):   # the kernel's TileInfo: t -> m_block within sections of `sections` heads
+        base = (t // (sections * num_m)) * sections
+        cost.append(chunks[num_m - 1 - (t - base * num_m) // min(sections, heads - base)] + LPT_TILE_OVERHEAD_CHUNKS)
+    seen, loads = [], []
+    for c in range(ctas):
+        col = [table[k * ctas + c] for k in range(rounds)]
+        end = col.index(-2)
+        assert all(x >= 0 for x in col[:end]) and all(x == -1 for x in col[end + 1:])
+        assert col[:end] == sorted(col[:end])
+        seen += col[:end]
+        loads.append(sum(cost[t] for t in col[:end]))
+    assert sorted(seen) == list(range(num_m * heads))
+    assert [table[c] for c in range(min(ctas, len(cost)))] == list(range(min(ctas, len(cost))))
+    assert max(loads) - min(loads) <= max(cost)
+
+
+def test_the_lpt_walk_is_an_ab_knob_of_plain_causal_launches_above_d_128():
+    from kernels.sm90_schedule import DEFAULT_DEFINES, schedule
+
+    def s(B, H, N, d, causal=True):
+        return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
+
+    got = schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2, persistent="lpt")
+    assert (got.persistent, got.static, got.lpt, got.sections, got.defines) == (True, True, True, 2, DEFAULT_DEFINES)
+    assert schedule(s(8, 8, 2048, 256), 128, SMS, L2, 2, persistent="lpt").defines == DEFAULT_DEFINES  # not dynamic
+    assert schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2, persistent="lpt", sections=4).sections == 4
+    assert not schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2).lpt
+    for bad in (s(2, 8, 8192, 128), s(2, 8, 8192, 256, causal=False)):
+        with pytest.raises(ValueError, match="lpt walk"):
+            schedule(bad, 128, SMS, L2, 2, persistent="lpt")
