@@ -38,12 +38,20 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
                          codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
 
 
-def _order_table(s: dict, cfg, ctas: int, sch, device):
-    """The persistent fixed walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan."""
+def _order_table(s: dict, cfg, ctas: int, sections: int, device):
+    """The lpt walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan; one a shape (the
+    table depends on the sizes alone), so that signatures differing in strides, or calls past a full plan cache,
+    share it and the host pass (0.2 s at 260k tiles)."""
+    shape = tuple(s[k] for k in ("B", "H", "N_q", "N_k", "d"))
+    return _shape_table(shape, cfg.block_m, cfg.block_n, ctas, sections, str(device))
+
+
+@functools.lru_cache(maxsize=16)
+def _shape_table(shape: tuple, block_m: int, block_n: int, ctas: int, sections: int, device: str):
     import torch
 
-    table = lpt_order(s, cfg.block_m, cfg.block_n, ctas, sch.sections)
-    return torch.tensor(table, dtype=torch.int32, device=device)
+    s = dict(zip(("B", "H", "N_q", "N_k", "d"), shape))
+    return torch.tensor(lpt_order(s, block_m, block_n, ctas, sections), dtype=torch.int32, device=device)
 
 
 def _tma_dims(t):
@@ -126,8 +134,8 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
     Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
     ``_persistent`` and ``_sections`` the grid and the query heads per causal scheduling section (default: the
-    rules of ``kernels.sm90_schedule.schedule``; ``_persistent="lpt"``: the persistent fixed walk with a host-made
-    tile table, causal above d = 128), ``_pieces`` the tail split's pieces (default :func:`tail_split`'s).
+    rules of ``kernels.sm90_schedule.schedule``, which names the knobs' values), ``_pieces`` the tail split's
+    pieces (default :func:`tail_split`'s).
     The checks and the launch's arguments are built once a call signature (``kernels.plans``).
     """
     window = window if window is not None and window.local else None
@@ -163,7 +171,7 @@ class Launch:
         B, H, N_q = s["B"], s["H"], s["N_q"]
         props = driver.device_props(dev)
         sms = props.multi_processor_count
-        sch = schedule(s, cfg.block_m, sms, props.L2_cache_size, q.element_size(), window, varlen is not None, cfg,
+        sch = schedule(s, cfg.block_m, sms, props.L2_cache_size, q.element_size(), window, varlen is not None,
                        _defines, _persistent, _sections)
         defines, persistent = sch.defines, sch.persistent
         mods = mods if mods is not None else NO_MODS
@@ -185,7 +193,7 @@ class Launch:
         self.split_counts = (num_tiles - whole) * 4 * cfg.consumers
         self.counters = _tile_counters(dev) if dynamic or pieces > 1 else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
-        self.order = _order_table(s, cfg, grid[0], sch, q.device) if sch.lpt else None
+        self.order = _order_table(s, cfg, grid[0], sch.sections, q.device) if sch.lpt else None
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
         i32 = ctypes.c_int
         total_q = varlen[2] if varlen is not None else 0

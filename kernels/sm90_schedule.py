@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 __all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "WIDE_DYNAMIC",
            "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines",
-           "wide_schedule", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
+           "lpt_walk", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
            "tail_split", "lpt_order", "causal_chunks"]
 
 FAMILY = "flash_sm90"
@@ -56,35 +56,29 @@ STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
 WINDOW_STATIC_CUT_SHARE = 0.5
-# Above DYNAMIC_MAX_HEAD_DIM a plain causal kernel (no window, not varlen) takes the dynamic schedule with
-# heads_per_section's sections (this switch, raising the header's bound) where l2_section_heads cuts its tiles into
-# sections (short sequences), and a grid of one CTA a tile where it gives one section of every head (long sequences)
-# or the config's dynamic build spills (wide_schedule).  H200, validation/results/profile-sm90-tail-split-h200-
-# 2026-11-28/ (wide-dynamic.json, wide-verify.json): where the L2 rule cut sections (d = 192 N = 1024 to 4096,
-# d = 256 N = 2048) the static walk took 7 to 30% longer than the dynamic schedule (0.83x to 0.995x cuDNN's speed,
-# the dynamic one 1.06x to 1.13x).
+# Above DYNAMIC_MAX_HEAD_DIM the causal kernels' dynamic build (this switch raises the header's bound): an A/B knob
+# since the lpt walk below (before it the launcher took it where l2_section_heads cut sections: H200,
+# validation/results/profile-sm90-tail-split-h200-2026-11-28/, the static walk 7 to 30% slower there) ...
 WIDE_DYNAMIC = "SM90_DYN_MAX=256"
-# ... but for the configs whose build with it spills (nvcc 13.0, sm_90a: 12 bytes; tests/kernels/test_build_sm90.py)
+# ... whose build spills for these configs (nvcc 13.0, sm_90a: 12 bytes; tests/kernels/test_build_sm90.py)
 WIDE_DYNAMIC_SPILLING = ("m128n64s2d256c2",)
 MIN_SECTION_HEADS = 8
-# The one-CTA-a-tile grid (no persistence: the hardware starts the tiles in index order as SMs free up) goes
-# longest first within sections of the largest power of 2 of (GQA groups of) heads whose K and V fit this share of
-# the L2.  At long sequences the static walk's one section of every head held more K and V than the L2: on the H200
-# it read 3.5x the DRAM bytes (913 against 262 MB at d = 256 N = 8192 B2 H8, ncu) and at the 700 W cap ran at a 3 to
-# 6% lower SM clock (1440-1485 against 1515-1530 MHz) though it took 4% fewer cycles at a locked clock; the grid
-# with these sections ran 1.1 to 6.5% faster at d = 192 N = 8192 / 16384 and d = 256 N = 4096 to 16384, and 5.8%
-# at d = 256 N = 1024 B16 for the spilling 128x64 (its static walk had run 0.95x cuDNN's speed).  Half or twice as
-# many heads: within 1.5% of these or slower (validation/results/profile-sm90-power-h200-2026-11-28/: verify.json,
-# power.json, ncu-variants.csv).  Where sections hold MIN_SECTION_HEADS heads and more the dynamic schedule was as
-# fast or faster (d = 192 N = 1024 to 4096: by 0.6 to 2.3%; d = 256 N = 2048 1.5% slower, within a run's spread),
-# its persistent CTAs overlapping one tile's start with the last one's end, which counts where tiles are short.
+# A plain causal launch above DYNAMIC_MAX_HEAD_DIM (no window, not varlen) takes the lpt walk: a persistent grid
+# whose CTAs walk a tile table made on the host (lpt_order; the kernel's table_tile), the tiles in sections of the
+# largest power of 2 of (GQA groups of) heads whose K and V fit GRID_L2_SHARE of the L2, longest first within each,
+# each handed to the CTA that frees first.  Its two predecessors each lost one half: the static walk's one section of
+# every head read 3.5x the DRAM bytes at long sequences (913 against 262 MB at d = 256 N = 8192 B2 H8, ncu) and at the
+# 700 W cap ran at a 3 to 6% lower SM clock though it took 4% fewer cycles at a locked clock; a grid of one CTA a tile
+# in these sections read few bytes but its CTAs start cold (validation/results/profile-sm90-power-h200-2026-11-28/).
+# The lpt walk keeps the persistent CTAs' overlap of one tile's start with the last one's end and the sections' L2
+# reuse: on the H200 (validation/results/profile-sm90-lpt-h200-2026-11-29/, interleaved) 0.1 to 5.4% faster than the
+# launcher's earlier choice (the grid, or the dynamic schedule at short sequences) at d = 192 / 256, N = 1024 to 16384,
+# and 27.6% at d = 256 N = 1024 B2 (fewer tiles than SMs), as fast at d = 256 N = 16384 (0.1% slower); half or twice
+# the heads a section as fast or slower (by up to 7%).
 GRID_L2_SHARE = 0.5
-# A persistent fixed walk in sections (A/B only, `_persistent="lpt"`, not measured yet): the grid's order and
-# sections, each CTA's tiles precomputed on the host as a greedy pass over the sectioned longest-first list hands
-# them to the CTA that frees first (lpt_order), so that the CTAs keep overlapping one tile's start with the last
-# one's end (the grid's CTAs start cold: 4% more cycles than the static walk at d = 256 N = 8192) while the tiles in
-# flight stay within a section or two.  A tile's cost in the pass: its key chunks and this many more (its Q load
-# and epilogue; a guess).
+# A tile's cost in the table's pass: its key chunks and this many more (its Q load and epilogue).  0, 2, 4 and 8
+# within 1.5% of each other but at d = 256 N = 2048 B8 (0: 2% faster than 2) and N = 8192 (2: 2% faster than 0 and 8);
+# lpt-tune.json there.
 LPT_TILE_OVERHEAD_CHUNKS = 2
 # the largest head dim whose causal tiles put the short one first (SM90_OWN_MAX in the header, tile_row0)
 OWN_CHUNKS_MAX_HEAD_DIM = 192
@@ -172,15 +166,10 @@ def grid_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: 
     return min(B * H, kv_heads * group)
 
 
-def wide_schedule(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None, elem_bytes: int = 2,
-                  cfg=None) -> str | None:
-    """A plain causal launch above DYNAMIC_MAX_HEAD_DIM: "dynamic" (the claims, WIDE_DYNAMIC) where l2_section_heads
-    cuts sections, "grid" (one CTA a tile) where it gives one section or `cfg` is in WIDE_DYNAMIC_SPILLING; None
-    for any other launch or without the L2's size."""
-    if not (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM and l2_bytes):
-        return None
-    one = l2_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes) >= s["B"] * s["H"]
-    return "grid" if one or (cfg is not None and cfg.name in WIDE_DYNAMIC_SPILLING) else "dynamic"
+def lpt_walk(s: dict, window=None, varlen: bool = False) -> bool:
+    """Whether a launch is one the lpt walk schedules: plain causal (no window, not varlen) above
+    DYNAMIC_MAX_HEAD_DIM (the causal kernels there walk a fixed list; below it they claim tiles)."""
+    return bool(s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM)
 
 
 def causal_chunks(N_q: int, N_k: int, block_m: int, block_n: int, d: int) -> list[int]:
@@ -220,14 +209,9 @@ def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int) -> 
     return table
 
 
-def schedule_defines(s: dict, window=None, varlen: bool = False, l2_bytes: int | None = None,
-                     elem_bytes: int = 2, cfg=None) -> tuple[str, ...]:
+def schedule_defines(s: dict, window=None, varlen: bool = False) -> tuple[str, ...]:
     """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
-    tiles (WINDOW_STATIC_CUT_SHARE), and the dynamic schedule for a plain causal kernel above
-    DYNAMIC_MAX_HEAD_DIM where wide_schedule says so (WIDE_DYNAMIC; given the L2's `l2_bytes`); `window` a
-    ``kernels.window.Window`` or None."""
-    if wide_schedule(s, window, varlen, l2_bytes, elem_bytes, cfg) == "dynamic":
-        return (*DEFAULT_DEFINES, WIDE_DYNAMIC)
+    tiles (WINDOW_STATIC_CUT_SHARE); `window` a ``kernels.window.Window`` or None."""
     if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
         return DEFAULT_DEFINES
     # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
@@ -250,27 +234,24 @@ class Schedule:
 
 
 def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, window=None, varlen: bool = False,
-             cfg=None, defines=None, persistent=None, sections=None) -> Schedule:
-    """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`; `defines`,
-    `persistent` and `sections` given (A/B runs) override the rules (the grid rule applies where none of the
-    first two is given); `persistent="lpt"` (causal, the fixed walk) takes the grid's sections and lpt_order's table."""
-    lpt = persistent == "lpt"
+             defines=None, persistent=None, sections=None) -> Schedule:
+    """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`: the lpt walk where
+    lpt_walk says so and no knob is given.  `defines`, `persistent` and `sections` given (A/B runs) override the
+    rules: above DYNAMIC_MAX_HEAD_DIM `persistent=False` is a grid of one CTA a tile, `defines=()` with
+    `persistent=True` the static walk, `defines=(WIDE_DYNAMIC,)` the dynamic schedule, `persistent="lpt"` the lpt
+    walk (the lpt walk and the grid in grid_section_heads' sections where `sections` is not given)."""
+    wide = lpt_walk(s, window, varlen)
+    if persistent == "lpt" and not wide:
+        raise ValueError("the lpt walk is for plain causal launches above d = 128 (the fixed walk)")
+    lpt = wide and (persistent == "lpt" or (persistent is None and defines is None))
     if lpt:
-        if not (s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM):
-            raise ValueError("the lpt walk is for plain causal launches above d = 128 (the fixed walk)")
-        persistent, defines = True, DEFAULT_DEFINES if defines is None else defines
-        if sections is None:
-            sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
-    grid = (defines is None and persistent is None
-            and wide_schedule(s, window, varlen, l2_bytes, elem_bytes, cfg) == "grid")
-    if defines is None:
-        defines = schedule_defines(s, window, varlen, l2_bytes, elem_bytes, cfg)
-    defines = tuple(defines)
+        persistent = True
+    defines = tuple(schedule_defines(s, window, varlen) if defines is None else defines)
     static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
-    if grid and sections is None:
-        sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
-    persistent = (PERSISTENT and not grid) if persistent is None else bool(persistent)
     if lpt and not static:
         raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC)")
+    if sections is None and wide and (lpt or persistent is False):
+        sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
+    persistent = PERSISTENT if persistent is None else bool(persistent)
     return Schedule(defines, static, persistent,
                     section_heads(s, elem_bytes, l2_bytes, sections, block_m, sms, static), lpt)

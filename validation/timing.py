@@ -17,6 +17,7 @@ when constructed.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -95,10 +96,13 @@ def round_share(total: int, rounds: int, r: int) -> int:
 
 
 def round_order(n: int, r: int) -> list[int]:
-    """Order of ``n`` callables in round ``r``: forward in even rounds, backward
-    in odd ones, so under a linear drift each pair of rounds puts every
-    callable at the same mean position."""
+    """Order of ``n`` callables in round ``r``: each pair of rounds runs one permutation forward, then backward, so
+    under a linear drift the pair puts every callable at the same mean position; the first pair's permutation is
+    the callables' own order, each later pair's a fresh one (seeded by the pair), so that no callable always
+    follows the same one (a kernel's clock at the start of its share depends on the power the one before drew)."""
     order = list(range(n))
+    if r >= 2:
+        random.Random(r // 2).shuffle(order)
     return order if r % 2 == 0 else order[::-1]
 
 

@@ -472,9 +472,10 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles, int n_q) {
     return t < num_tiles ? t : -1;
 }
 
-// A persistent fixed walk may follow a host-made table instead of the rounds (plain causal launches only, the
-// A/B of kernels/sm90_schedule.py lpt_order): entry k * gridDim.x + blockIdx.x is this CTA's k-th tile, -2 ends
-// its walk.  kTable below gates it at compile time, so that the other variants' code is as before.
+// The lpt walk: a persistent fixed walk that follows a host-made table instead of the rounds (plain causal
+// launches above d = 128, kernels/sm90_schedule.py lpt_order): entry k * gridDim.x + blockIdx.x is this CTA's
+// k-th tile, -2 ends its walk.  kTable below gates it at compile time, so that the other variants' code is as
+// before.
 template <class T>
 __device__ __forceinline__ int table_tile(int k, const int* __restrict__ order) {
     return __ldg(order + size_t(k) * gridDim.x + blockIdx.x);

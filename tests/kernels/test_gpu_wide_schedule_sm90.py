@@ -1,8 +1,7 @@
-"""GPU correctness of the wgmma forward's causal schedule above d = 128 (kernels/sm90_schedule.py): where the static
-walk would cut the tiles into sections (the L2 rule) the launch takes the dynamic schedule (WIDE_DYNAMIC,
-heads_per_section's sections), else (long sequences, or a config whose dynamic build spills) a grid of one CTA a
-tile with grid_section_heads' sections; each against float32, odd lengths, N_q != N_k, GQA, and against the
-persistent static walk on one input (bit for bit)."""
+"""GPU correctness of the wgmma forward's causal schedules above d = 128 (kernels/sm90_schedule.py): the lpt walk
+the launcher takes (a persistent grid walking a host-made tile table in grid_section_heads' sections), short and
+long sequences, and the knobs' grid of one CTA a tile and dynamic schedule; each against float32, odd lengths,
+N_q != N_k, GQA, and against the persistent static walk on one input (bit for bit)."""
 from __future__ import annotations
 
 import math
@@ -19,15 +18,13 @@ from kernels import flash_sm90  # noqa: E402
 from iomodel.families.flash_sm90 import Sm90Config  # noqa: E402
 from validation.reference import attention_reference  # noqa: E402
 
-CASES = [  # (cfg, B, H, group, N_q, N_k, dtype): 1.5 to 2 MiB of K and V a head, sections of 10 to 13 heads
+CASES = [  # (cfg, B, H, group, N_q, N_k, dtype): short sequences (sections of 8 to 16 heads), then long ones
     (Sm90Config(128, 112, 2, 192, 2), 8, 10, 1, 2048, 2048, torch.bfloat16),
     (Sm90Config(128, 80, 2, 256, 2), 8, 8, 2, 1999, 2100, torch.float16),     # odd lengths, N_k > N_q, GQA
     (Sm90Config(128, 96, 2, 192, 2), 8, 10, 2, 2100, 1900, torch.bfloat16),   # N_k < N_q: rows that see no key
-]
-GRID_CASES = [  # (cfg, B, H, group, N_q, N_k, dtype): under 8 heads' K and V fit the L2 rule, or a spilling config
     (Sm90Config(128, 80, 2, 256, 2), 1, 8, 2, 8191, 8300, torch.float16),     # odd lengths, N_k > N_q, GQA
     (Sm90Config(128, 112, 2, 192, 2), 2, 10, 1, 8192, 8192, torch.bfloat16),
-    (Sm90Config(128, 64, 2, 256, 2), 4, 8, 1, 1030, 1000, torch.bfloat16),    # WIDE_DYNAMIC_SPILLING; N_k < N_q
+    (Sm90Config(128, 64, 2, 256, 2), 4, 8, 1, 1030, 1000, torch.bfloat16),    # N_k < N_q
 ]
 IDS = dict(ids=lambda x: x.name if isinstance(x, Sm90Config) else str(x))
 
@@ -54,36 +51,40 @@ def _check(run, q, k, v, cfg, dtype):
     torch.testing.assert_close(lse, lse_w, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", CASES, **IDS)
-def test_sectioned_wide_causal_runs_dynamic_and_matches_float32(cfg, B, H, group, N_q, N_k, dtype):
-    q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
-    run = flash_sm90.plan(q, k, v, True, cfg)
-    assert run.counters is not None, "sections of the L2 rule: the dynamic schedule"
-    _check(run, q, k, v, cfg, dtype)
-
-
-@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", GRID_CASES, **IDS)
-def test_long_wide_causal_runs_one_cta_a_tile_and_matches_float32(cfg, B, H, group, N_q, N_k, dtype):
+def _l2(q) -> int:
     from kernels import driver
+
+    return driver.device_props(q.device.index or 0).L2_cache_size
+
+
+@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", CASES, **IDS)
+def test_wide_causal_takes_the_lpt_walk_and_matches_float32(cfg, B, H, group, N_q, N_k, dtype):
+    """The launcher's choice: persistent, no counter, the table holding every tile once, grid_section_heads'
+    sections; the table shared by a plan of another layout of the same sizes."""
     from kernels.sm90_schedule import grid_section_heads
 
     q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
     run = flash_sm90.plan(q, k, v, True, cfg)
-    l2 = driver.device_props(q.device.index or 0).L2_cache_size
-    want = grid_section_heads(B, H, H // group, N_k, cfg.head_dim, 2, l2)
-    assert not run.schedule.persistent and run.counters is None and run.schedule.sections == want
-    assert run.prepared.grid[0] == B * H * -(-N_q // cfg.block_m)
-    _check(run, q, k, v, cfg, dtype)
-
-
-@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", GRID_CASES + CASES[1:2], **IDS)
-def test_the_persistent_lpt_walk_matches_the_static_walk(cfg, B, H, group, N_q, N_k, dtype):
-    """The A/B knob _persistent="lpt" (kernels/sm90_schedule.py lpt_order): a persistent grid walking a host-made
-    table of every tile, the same outputs bit for bit (and against float32)."""
-    q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
-    run = flash_sm90.plan(q, k, v, True, cfg, _persistent="lpt")
     tiles = B * H * -(-N_q // cfg.block_m)
-    assert run.schedule.lpt and run.schedule.persistent and run.counters is None
+    sch = run.schedule
+    assert sch.lpt and sch.persistent and sch.static and run.counters is None
+    assert sch.sections == grid_section_heads(B, H, H // group, N_k, cfg.head_dim, 2, _l2(q))
     assert run.prepared.grid[0] == min(tiles, torch.cuda.get_device_properties(q.device).multi_processor_count)
     assert sorted(t for t in run.order.tolist() if t >= 0) == list(range(tiles))
     _check(run, q, k, v, cfg, dtype)
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)   # a (B, N, H, d) layout: another signature, one table
+    assert flash_sm90.plan(qt, k, v, True, cfg).order is run.order
+
+
+@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", CASES[1:2] + CASES[3:4], **IDS)
+def test_the_knobs_grid_and_dynamic_schedule_match_float32(cfg, B, H, group, N_q, N_k, dtype):
+    """The A/B knobs: a grid of one CTA a tile (_persistent=False) in the same sections, and the dynamic schedule
+    (WIDE_DYNAMIC), against float32 and the static walk."""
+    q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
+    grid = flash_sm90.plan(q, k, v, True, cfg, _persistent=False)
+    assert not grid.schedule.persistent and grid.order is None and grid.counters is None
+    assert grid.prepared.grid[0] == B * H * -(-N_q // cfg.block_m)
+    _check(grid, q, k, v, cfg, dtype)
+    dyn = flash_sm90.plan(q, k, v, True, cfg, _defines=(flash_sm90.WIDE_DYNAMIC,))
+    assert dyn.counters is not None and dyn.order is None
+    _check(dyn, q, k, v, cfg, dtype)

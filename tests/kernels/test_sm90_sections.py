@@ -1,8 +1,8 @@
 """The wgmma forward's causal sections (``kernels.sm90_schedule``), no GPU: under the dynamic
 schedule a section holds two waves of tiles within 16 to 32 query heads, the sections are of one size where
 B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups, and their K and V
-fit two thirds of the L2 (long sequences); above d = 128 the L2 rule, which chooses between the dynamic schedule
-and a grid of one CTA a tile (grid_section_heads' sections)."""
+fit two thirds of the L2 (long sequences); above d = 128 the lpt walk (a persistent grid walking a host-made tile
+table in grid_section_heads' sections) and the knobs that turn it off."""
 from __future__ import annotations
 
 import pytest
@@ -101,68 +101,79 @@ def test_windows_of_equal_tiles_take_the_static_walk():
     assert schedule_defines(s(8192, 8192, d=192), Window(1024, 0)) == DEFAULT_DEFINES
 
 
-def test_above_the_dynamic_bound_a_sectioned_static_walk_turns_dynamic():
-    """schedule_defines: a plain causal kernel above DYNAMIC_MAX_HEAD_DIM is built for the fixed walk where the L2
-    rule gives one section of every head (the one-CTA-a-tile grid, below), and takes the dynamic schedule
-    (WIDE_DYNAMIC) where it would cut the tiles into sections; not with a window or a varlen batch, nor without the
-    L2's size; its sections then the dynamic rule's."""
+def test_schedule_defines_leave_plain_causal_above_the_dynamic_bound_on_the_fixed_walk():
+    """schedule_defines: a plain causal kernel above DYNAMIC_MAX_HEAD_DIM is built for the fixed walk (the lpt walk
+    takes it; WIDE_DYNAMIC only as a knob), with a window or a varlen batch too."""
     from kernels.sm90_schedule import DEFAULT_DEFINES, WIDE_DYNAMIC, schedule_defines
     from kernels.window import Window
 
     def s(B, H, N, d, causal=True):
         return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
 
-    wide = (*DEFAULT_DEFINES, WIDE_DYNAMIC)
-    assert schedule_defines(s(8, 10, 2048, 192), l2_bytes=L2) == wide          # 1.5 MiB a head: sections of 13
-    assert schedule_defines(s(8, 8, 2048, 256), l2_bytes=L2) == wide           # 2 MiB a head: sections of 10
-    assert schedule_defines(s(4, 10, 4096, 192), l2_bytes=L2) == DEFAULT_DEFINES   # 3 MiB: under 8 fit, one section
-    assert schedule_defines(s(2, 8, 8192, 256), l2_bytes=L2) == DEFAULT_DEFINES    # one section of all 16
-    assert schedule_defines(s(8, 8, 2048, 256, causal=False), l2_bytes=L2) == DEFAULT_DEFINES
-    assert schedule_defines(s(8, 8, 2048, 128), l2_bytes=L2) == DEFAULT_DEFINES   # dynamic already
-    assert schedule_defines(s(8, 8, 2048, 256)) == DEFAULT_DEFINES                 # no L2 size given
-    assert schedule_defines(s(8, 8, 2048, 256), varlen=True, l2_bytes=L2) == DEFAULT_DEFINES
-    assert WIDE_DYNAMIC not in schedule_defines(s(8, 8, 2048, 256), Window(512, 0), l2_bytes=L2)
+    for shape in (s(8, 10, 2048, 192), s(8, 8, 2048, 256), s(2, 8, 8192, 256), s(8, 8, 2048, 256, causal=False)):
+        assert schedule_defines(shape) == DEFAULT_DEFINES
+    assert schedule_defines(s(8, 8, 2048, 256), varlen=True) == DEFAULT_DEFINES
+    assert WIDE_DYNAMIC not in schedule_defines(s(8, 8, 2048, 256), Window(512, 0))
     dyn = heads_per_section(8, 8, 8, 2048, 256, 2, L2, 16, SMS, dynamic=True)
     assert dyn == 16 and _sections(8, 8, 8, 2048, 256, 128) == 10   # the wave rule within the L2's cap, not the L2 rule
 
 
-def test_above_the_dynamic_bound_long_sequences_take_one_cta_a_tile():
-    """schedule: where the L2 rule gives one section of every head (long sequences), or the config's dynamic build
-    spills, a plain causal launch above DYNAMIC_MAX_HEAD_DIM runs one CTA a tile (not persistent, the fixed walk,
-    no counter) with sections of the largest power of 2 of GQA groups whose K and V fit half the L2; the knobs
-    given turn the rule off; short sequences keep the persistent dynamic schedule."""
-    from iomodel.families.flash_sm90 import Sm90Config
-    from kernels.sm90_schedule import GRID_L2_SHARE, WIDE_DYNAMIC, grid_section_heads, schedule, wide_schedule
-    from kernels.window import Window
+def _s(B, H, N, d, H_kv=None, causal=True):
+    return {"B": B, "H": H, "H_kv": H_kv or H, "N_q": N, "N_k": N, "d": d, "causal": causal}
 
-    def s(B, H, N, d, H_kv=None, causal=True):
-        return {"B": B, "H": H, "H_kv": H_kv or H, "N_q": N, "N_k": N, "d": d, "causal": causal}
+
+def test_grid_sections_are_a_power_of_2_of_groups_fitting_half_the_l2():
+    from kernels.sm90_schedule import GRID_L2_SHARE, grid_section_heads
 
     one = 2 * 8192 * 256 * 2                          # 8 MiB of K and V a head at d = 256 N = 8192
+    assert int(GRID_L2_SHARE * L2 // one) == 3
     assert grid_section_heads(2, 8, 8, 8192, 256, 2, L2) == 2          # 25 MiB: 3 heads fit, 2 the power of 2
     assert grid_section_heads(1, 8, 8, 16384, 256, 2, L2) == 1         # 16 MiB a head: 1
     assert grid_section_heads(2, 8, 8, 65536, 256, 2, L2) == 1         # more than the share: one head still
     assert grid_section_heads(2, 8, 2, 8192, 256, 2, L2) == 8          # GQA: 2 K/V heads, whole groups of 4
     assert grid_section_heads(16, 8, 8, 1024, 256, 2, L2) == 16        # 1 MiB: 25 fit, 16
     assert grid_section_heads(1, 2, 2, 1024, 256, 2, L2) == 2          # never above B H
-    assert int(GRID_L2_SHARE * L2 // one) == 3
-    long, cfg = s(2, 8, 8192, 256), Sm90Config(128, 80, 2, 256, 2)
-    assert wide_schedule(long, l2_bytes=L2, cfg=cfg) == "grid"
-    got = schedule(long, 128, SMS, L2, 2, cfg=cfg)
-    assert (got.persistent, got.static, got.sections, got.defines) == (False, True, 2, ())
-    spill = Sm90Config(128, 64, 2, 256, 2)              # WIDE_DYNAMIC_SPILLING: the grid even where sections cut
-    assert wide_schedule(s(16, 8, 1024, 256), l2_bytes=L2, cfg=spill) == "grid"
-    assert schedule(s(16, 8, 1024, 256), 128, SMS, L2, 2, cfg=spill).sections == 16
-    short = schedule(s(8, 8, 2048, 256), 128, SMS, L2, 2, cfg=cfg)   # sections of the L2 rule: dynamic, persistent
-    assert short.persistent and not short.static and WIDE_DYNAMIC in short.defines
-    for knobs in ({"defines": ()}, {"persistent": True}):                # a knob given: the rule is off
-        got = schedule(long, 128, SMS, L2, 2, cfg=cfg, **knobs)
-        assert got.persistent and got.static and got.sections == 16
-    assert schedule(long, 128, SMS, L2, 2, cfg=cfg, sections=4).sections == 4
-    for other in (dict(window=Window(1024, 0)), dict(varlen=True)):     # a window or a varlen batch: no grid rule
-        assert schedule(long, 128, SMS, L2, 2, cfg=cfg, **other).persistent
-    assert schedule(s(2, 8, 8192, 128), 128, SMS, L2, 2).persistent     # d <= 128: the dynamic schedule
-    assert schedule(s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2, cfg=cfg).persistent
+
+
+@pytest.mark.parametrize("shape, sections", [(_s(2, 8, 8192, 256), 2), (_s(8, 8, 2048, 256), 8),
+                                             (_s(16, 8, 1024, 192), 32), (_s(4, 8, 8192, 192, H_kv=2), 16)])
+def test_plain_causal_above_d_128_takes_the_lpt_walk(shape, sections):
+    """schedule: a plain causal launch above DYNAMIC_MAX_HEAD_DIM, short or long, takes the lpt walk (persistent,
+    the fixed walk's build, no counter, grid_section_heads' sections); `sections` given keeps it."""
+    from kernels.sm90_schedule import DEFAULT_DEFINES, grid_section_heads, lpt_walk, schedule
+
+    assert lpt_walk(shape)
+    got = schedule(shape, 128, SMS, L2, 2)
+    assert (got.lpt, got.persistent, got.static, got.defines) == (True, True, True, DEFAULT_DEFINES)
+    assert got.sections == sections == grid_section_heads(shape["B"], shape["H"], shape["H_kv"], shape["N_k"],
+                                                          shape["d"], 2, L2)
+    assert schedule(shape, 128, SMS, L2, 2, sections=1).sections == 1
+    assert schedule(shape, 128, SMS, L2, 2, persistent="lpt") == got
+
+
+def test_the_schedule_knobs_turn_the_lpt_walk_off():
+    """schedule's A/B knobs above d = 128: `persistent=False` the one-CTA-a-tile grid in the same sections,
+    `defines=()` with `persistent=True` the static walk in the L2 rule's sections, WIDE_DYNAMIC the dynamic
+    schedule; no lpt walk with a window, a varlen batch, no mask or d <= 128, nor with the dynamic build."""
+    from kernels.sm90_schedule import WIDE_DYNAMIC, l2_section_heads, lpt_walk, schedule
+    from kernels.window import Window
+
+    long = _s(2, 8, 8192, 256)
+    grid = schedule(long, 128, SMS, L2, 2, persistent=False)
+    assert (grid.lpt, grid.persistent, grid.static, grid.sections) == (False, False, True, 2)
+    walk = schedule(long, 128, SMS, L2, 2, defines=(), persistent=True)
+    assert (walk.lpt, walk.persistent, walk.static) == (False, True, True)
+    assert walk.sections == min(16, l2_section_heads(2, 8, 8, 8192, 256, 2, L2)) == 16
+    dyn = schedule(_s(8, 8, 2048, 256), 128, SMS, L2, 2, defines=(WIDE_DYNAMIC,))
+    assert (dyn.lpt, dyn.persistent, dyn.static) == (False, True, False)
+    for other in (dict(window=Window(1024, 0)), dict(varlen=True)):
+        assert not lpt_walk(long, **other) and not schedule(long, 128, SMS, L2, 2, **other).lpt
+    for bad in (_s(2, 8, 8192, 128), _s(2, 8, 8192, 256, causal=False)):
+        assert not schedule(bad, 128, SMS, L2, 2).lpt
+        with pytest.raises(ValueError, match="lpt walk"):
+            schedule(bad, 128, SMS, L2, 2, persistent="lpt")
+    with pytest.raises(ValueError, match="fixed walk's build"):
+        schedule(long, 128, SMS, L2, 2, defines=(WIDE_DYNAMIC,), persistent="lpt")
 
 
 def test_causal_chunks_follow_the_bottom_right_diagonal():
@@ -206,19 +217,3 @@ def test_the_lpt_table_hands_every_tile_once_in_order_and_balanced(B, H, N_q, N_
     assert sorted(seen) == list(range(num_m * heads))
     assert [table[c] for c in range(min(ctas, len(cost)))] == list(range(min(ctas, len(cost))))
     assert max(loads) - min(loads) <= max(cost)
-
-
-def test_the_lpt_walk_is_an_ab_knob_of_plain_causal_launches_above_d_128():
-    from kernels.sm90_schedule import DEFAULT_DEFINES, schedule
-
-    def s(B, H, N, d, causal=True):
-        return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal}
-
-    got = schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2, persistent="lpt")
-    assert (got.persistent, got.static, got.lpt, got.sections, got.defines) == (True, True, True, 2, DEFAULT_DEFINES)
-    assert schedule(s(8, 8, 2048, 256), 128, SMS, L2, 2, persistent="lpt").defines == DEFAULT_DEFINES  # not dynamic
-    assert schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2, persistent="lpt", sections=4).sections == 4
-    assert not schedule(s(2, 8, 8192, 256), 128, SMS, L2, 2).lpt
-    for bad in (s(2, 8, 8192, 128), s(2, 8, 8192, 256, causal=False)):
-        with pytest.raises(ValueError, match="lpt walk"):
-            schedule(bad, 128, SMS, L2, 2, persistent="lpt")

@@ -243,3 +243,23 @@ def test_clock_sampler_with_fake_nvidia_smi(tmp_path, monkeypatch):
     with ClockSampler([None], period_s=0.02) as s:
         _time.sleep(0.1)
     assert s.median_hz() is None and s.error == "broken"
+
+
+def test_round_order_mirrors_each_pair_and_varies_the_predecessors():
+    """round_order: a pair of rounds is one permutation forward then backward (every callable at the same mean
+    position over the pair), the first pair the callables' own order, and over the later pairs each callable
+    follows more than one other (no fixed predecessor)."""
+    from validation.timing import round_order
+
+    n = 5
+    assert round_order(n, 0) == list(range(n)) and round_order(n, 1) == list(range(n))[::-1]
+    after: dict[int, set] = {j: set() for j in range(n)}
+    for r in range(0, 14, 2):
+        fwd, back = round_order(n, r), round_order(n, r + 1)
+        assert sorted(fwd) == list(range(n)) and back == fwd[::-1]
+        assert [fwd.index(j) + back.index(j) for j in range(n)] == [n - 1] * n
+        for order in (fwd, back):
+            for a, b in zip(order, order[1:]):
+                after[b].add(a)
+    assert all(len(x) >= 3 for x in after.values()), after
+    assert round_order(n, 4) == round_order(n, 4)   # seeded: a rerun orders alike
