@@ -27,6 +27,7 @@ from .predictor import Predictor
 from .records import (NOT_TIMED, recover, TOLERANCE, calibration_from_ceilings, default_calibration_out, fill_prediction,
                       fill_timing, new_record, owned_folder, progress_line, record_error, short_error,
                       unrun_record)
+from .timing import ROUND_ORDER
 
 __all__ = ["DEFAULT_BUDGET_S", "SweepOptions", "SweepInterrupted", "run_sweep", "check_row"]
 
@@ -111,7 +112,7 @@ def _header(env, spec, opts: SweepOptions, date: str) -> dict[str, Any]:
                     "budget_s": opts.budget_s, "rounds": opts.rounds,
                     "algo_peers": list(opts.algo_peers) if opts.algo_peers is not None else None,
                     "lead_in_calls": env.timer.lead_in, "lead_in_s": getattr(env.timer, "lead_in_s", 0.0),
-                    "tolerance": TOLERANCE},
+                    "round_order": ROUND_ORDER, "tolerance": TOLERANCE},
         "calibration": None, "ceilings": None, "notes": [], "skipped_families": {}, "rows": [],
     }
     if spec.sm_count != env.sm_count:

@@ -31,8 +31,11 @@ DEFAULT_LEAD_IN = 1  # untimed calls before each callable's share of a round, at
 DEFAULT_LEAD_IN_S = 0.1
 MAX_LEAD_IN_CALLS = 1000   # kernels of a few microseconds: their lead-in is bounded by the host's launches
 MAX_HOLD_S = 0.2           # the longest GPU sleep ahead of a queued share (``queue_ahead``)
+#: how ``round_order`` orders the callables, as a results file records it (``options.round_order``; absent in files
+#: before 2026-11-29, whose rounds were forward and backward in the callables' own order)
+ROUND_ORDER = "pairs, shuffled after the first"
 
-__all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
+__all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "ROUND_ORDER", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
            "FakeTimer"]
 
 

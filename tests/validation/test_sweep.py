@@ -17,6 +17,7 @@ from validation.fake_env import FakeEnv
 from validation.plan import make_shape
 from validation.records import NOT_TIMED, progress_line
 from validation.sweep import SweepOptions, run_sweep
+from validation.timing import ROUND_ORDER
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +69,7 @@ def test_dry_run_sweep_end_to_end(tmp_path, spec, fake_api, monkeypatch):
     assert good["ok"] and good["measured_tflops"] > 0 and good["predicted_ms"] > 0
     assert good["timing"]["repeats"] >= 20 and good["timing"]["input_sets"] >= 3
     assert good["timing"]["interleaved"] is True and good["timing"]["rounds"] == 5 == on_disk["options"]["rounds"]
+    assert on_disk["options"]["round_order"] == ROUND_ORDER
     assert not any(r.get("error") == NOT_TIMED for r in rows)
     assert by[("sdpa_flash", "-", 4096)]["peer_prediction"]["time_s"] > 0
     assert by[("sdpa_efficient", "-", 4096)]["predicted_ms"] is None
