@@ -238,19 +238,23 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`: the lpt walk where
     lpt_walk says so and no knob is given.  `defines`, `persistent` and `sections` given (A/B runs) override the
     rules: above DYNAMIC_MAX_HEAD_DIM `persistent=False` is a grid of one CTA a tile, `defines=()` with
-    `persistent=True` the static walk, `defines=(WIDE_DYNAMIC,)` the dynamic schedule, `persistent="lpt"` the lpt
-    walk (the lpt walk and the grid in grid_section_heads' sections where `sections` is not given)."""
+    `persistent=True` the static walk, `defines=(WIDE_DYNAMIC,)` the dynamic schedule; `persistent="lpt"` the lpt
+    walk of any plain causal launch (at d <= DYNAMIC_MAX_HEAD_DIM built for the fixed walk, STATIC_SCHEDULE; not
+    measured there yet).  The lpt walk and the grid take grid_section_heads' sections where `sections` is not
+    given."""
     wide = lpt_walk(s, window, varlen)
-    if persistent == "lpt" and not wide:
-        raise ValueError("the lpt walk is for plain causal launches above d = 128 (the fixed walk)")
-    lpt = wide and (persistent == "lpt" or (persistent is None and defines is None))
+    if persistent == "lpt" and not (s["causal"] and window is None and not varlen):
+        raise ValueError("the lpt walk is for plain causal launches (no window, not varlen)")
+    lpt = persistent == "lpt" or (wide and persistent is None and defines is None)
     if lpt:
         persistent = True
+        if defines is None and s["d"] <= DYNAMIC_MAX_HEAD_DIM:
+            defines = (*DEFAULT_DEFINES, STATIC_SCHEDULE)
     defines = tuple(schedule_defines(s, window, varlen) if defines is None else defines)
     static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
     if lpt and not static:
-        raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC)")
-    if sections is None and wide and (lpt or persistent is False):
+        raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC; STATIC_SCHEDULE at d <= 128)")
+    if sections is None and (lpt or (wide and persistent is False)):
         sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
     persistent = PERSISTENT if persistent is None else bool(persistent)
     return Schedule(defines, static, persistent,

@@ -1,7 +1,7 @@
-"""GPU correctness of the wgmma forward's causal schedules above d = 128 (kernels/sm90_schedule.py): the lpt walk
-the launcher takes (a persistent grid walking a host-made tile table in grid_section_heads' sections), short and
-long sequences, and the knobs' grid of one CTA a tile and dynamic schedule; each against float32, odd lengths,
-N_q != N_k, GQA, and against the persistent static walk on one input (bit for bit)."""
+"""GPU correctness of the wgmma forward's causal schedules (kernels/sm90_schedule.py): the lpt walk the launcher
+takes above d = 128 (a persistent grid walking a host-made tile table in grid_section_heads' sections), short and
+long sequences, the knobs' grid of one CTA a tile and dynamic schedule, and the lpt knob at d <= 128; each against
+float32, odd lengths, N_q != N_k, GQA, and against another schedule on one input (bit for bit)."""
 from __future__ import annotations
 
 import math
@@ -38,8 +38,9 @@ def _inputs(cfg, B, H, group, N_q, N_k, dtype):
 
 
 def _check(run, q, k, v, cfg, dtype):
-    """The launch against float32 (rows that see no key: O = 0, LSE = -inf), then bit for bit against the persistent
-    static walk (_defines=(): the rules off), the same tiles' arithmetic in another order of tiles."""
+    """The launch against float32 (rows that see no key: O = 0, LSE = -inf), then bit for bit against the launch with
+    _defines=() (the rules off: above d = 128 the persistent static walk, at d <= 128 the claims), the same tiles'
+    arithmetic in another order of tiles."""
     o, lse = run(q, k, v, True)
     ref, ref_lse = attention_reference(q, k, v, True, 1 / math.sqrt(cfg.head_dim))
     seen = torch.isfinite(ref_lse)
@@ -88,3 +89,19 @@ def test_the_knobs_grid_and_dynamic_schedule_match_float32(cfg, B, H, group, N_q
     dyn = flash_sm90.plan(q, k, v, True, cfg, _defines=(flash_sm90.WIDE_DYNAMIC,))
     assert dyn.counters is not None and dyn.order is None
     _check(dyn, q, k, v, cfg, dtype)
+
+
+@pytest.mark.parametrize("cfg,B,H,group,N_q,N_k,dtype", [
+    (Sm90Config(128, 128, 3, 128, 2), 16, 16, 1, 1024, 1024, torch.bfloat16),
+    (Sm90Config(192, 128, 2, 64, 3), 4, 8, 2, 1000, 1100, torch.float16),     # odd lengths, N_k > N_q, GQA
+], **IDS)
+def test_the_lpt_knob_at_d_128_and_below_matches_float32(cfg, B, H, group, N_q, N_k, dtype):
+    """The A/B knob _persistent="lpt" where the launcher claims tiles (d <= 128): the fixed walk's build with the
+    table, against float32 and bit for bit against the claims."""
+    q, k, v = _inputs(cfg, B, H, group, N_q, N_k, dtype)
+    run = flash_sm90.plan(q, k, v, True, cfg, _persistent="lpt")
+    tiles = B * H * -(-N_q // cfg.block_m)
+    assert run.schedule.lpt and run.schedule.static and run.counters is None
+    assert flash_sm90.STATIC_SCHEDULE in run.schedule.defines
+    assert sorted(t for t in run.order.tolist() if t >= 0) == list(range(tiles))
+    _check(run, q, k, v, cfg, dtype)

@@ -154,7 +154,8 @@ def test_plain_causal_above_d_128_takes_the_lpt_walk(shape, sections):
 def test_the_schedule_knobs_turn_the_lpt_walk_off():
     """schedule's A/B knobs above d = 128: `persistent=False` the one-CTA-a-tile grid in the same sections,
     `defines=()` with `persistent=True` the static walk in the L2 rule's sections, WIDE_DYNAMIC the dynamic
-    schedule; no lpt walk with a window, a varlen batch, no mask or d <= 128, nor with the dynamic build."""
+    schedule; no lpt walk by default at d <= 128 or without a mask, none with a window, a varlen batch or the dynamic
+    build."""
     from kernels.sm90_schedule import WIDE_DYNAMIC, l2_section_heads, lpt_walk, schedule
     from kernels.window import Window
 
@@ -168,12 +169,31 @@ def test_the_schedule_knobs_turn_the_lpt_walk_off():
     assert (dyn.lpt, dyn.persistent, dyn.static) == (False, True, False)
     for other in (dict(window=Window(1024, 0)), dict(varlen=True)):
         assert not lpt_walk(long, **other) and not schedule(long, 128, SMS, L2, 2, **other).lpt
-    for bad in (_s(2, 8, 8192, 128), _s(2, 8, 8192, 256, causal=False)):
-        assert not schedule(bad, 128, SMS, L2, 2).lpt
+    assert not schedule(_s(2, 8, 8192, 128), 128, SMS, L2, 2).lpt
+    assert not schedule(_s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2).lpt
+    for bad in (dict(window=Window(1024, 0)), dict(varlen=True)):
         with pytest.raises(ValueError, match="lpt walk"):
-            schedule(bad, 128, SMS, L2, 2, persistent="lpt")
+            schedule(long, 128, SMS, L2, 2, persistent="lpt", **bad)
+    with pytest.raises(ValueError, match="lpt walk"):
+        schedule(_s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2, persistent="lpt")
     with pytest.raises(ValueError, match="fixed walk's build"):
         schedule(long, 128, SMS, L2, 2, defines=(WIDE_DYNAMIC,), persistent="lpt")
+
+
+def test_the_lpt_walk_knob_at_d_128_and_below_builds_the_fixed_walk():
+    """`persistent="lpt"` at d <= DYNAMIC_MAX_HEAD_DIM (an A/B knob, the default there the claims): the fixed
+    walk's build (STATIC_SCHEDULE), persistent, grid_section_heads' sections; not with the dynamic build."""
+    from kernels.sm90_schedule import DEFAULT_DEFINES, STATIC_SCHEDULE, grid_section_heads, schedule
+
+    for shape in (_s(16, 16, 1024, 128), _s(4, 32, 4096, 64, H_kv=8)):
+        got = schedule(shape, 128, SMS, L2, 2, persistent="lpt")
+        assert (got.lpt, got.persistent, got.static) == (True, True, True)
+        assert got.defines == (*DEFAULT_DEFINES, STATIC_SCHEDULE)
+        assert got.sections == grid_section_heads(shape["B"], shape["H"], shape["H_kv"], shape["N_k"], shape["d"], 2,
+                                                  L2)
+        assert not schedule(shape, 128, SMS, L2, 2).lpt and not schedule(shape, 128, SMS, L2, 2).static
+    with pytest.raises(ValueError, match="fixed walk's build"):
+        schedule(_s(16, 16, 1024, 128), 128, SMS, L2, 2, persistent="lpt", defines=())
 
 
 def test_causal_chunks_follow_the_bottom_right_diagonal():
