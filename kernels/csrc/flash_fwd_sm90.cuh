@@ -84,8 +84,8 @@ struct FwdTraits {
     static constexpr int kMods = kMods_;
     // Causal tiles differ in length: the producer claims them one by one from a global counter (a
     // dynamic schedule) and hands each to the consumers through a shared slot.  Otherwise every CTA
-    // walks a fixed list of tiles.  (Above d = 128 a fixed list: the claims did not pay at d = 192 and 256,
-    // validation/results/profile-head-dims-h100-2026-11-24/ab-schedule-d192-d256.json.)
+    // walks a fixed list of tiles.  (Above d = 128 a fixed list, which plain causal launches take from the
+    // host's table, table_tile; kernels/sm90_schedule.py says why and cites the runs.)
     // Varlen batches too: their tiles past a short sequence's rows are skipped by the producer alone,
     // and the real ones (few and uneven) are balanced by the claims.  The launcher builds a causal sliding
     // window of tiles of one length with SM90_STATIC_SCHEDULE (kernels/flash_sm90.py, schedule_defines):
