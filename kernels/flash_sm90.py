@@ -41,7 +41,7 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
 def _order_table(s: dict, cfg, ctas: int, sections: int, device):
     """The lpt walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan; one a shape (the
     table depends on the sizes alone), so that signatures differing in strides, or calls past a full plan cache,
-    share it and the host pass (0.2 s at 260k tiles)."""
+    share it and the host pass."""
     shape = tuple(s[k] for k in ("B", "H", "N_q", "N_k", "d"))
     return _shape_table(shape, cfg.block_m, cfg.block_n, ctas, sections, str(device))
 

@@ -195,8 +195,8 @@ def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int) -> 
     free = [(0, c) for c in range(ctas)]
     lists: list[list[int]] = [[] for _ in range(ctas)]
     for t in range(num_m * heads):
-        width = min(sections, heads - (t // (sections * num_m)) * sections)   # heads in t's section
-        m_block = num_m - 1 - (t - (t // (sections * num_m)) * sections * num_m) // width
+        base = (t // (sections * num_m)) * sections                # the first head of t's section (TileInfo)
+        m_block = num_m - 1 - (t - base * num_m) // min(sections, heads - base)
         busy, c = heapq.heappop(free)
         lists[c].append(t)
         heapq.heappush(free, (busy + chunks[m_block] + LPT_TILE_OVERHEAD_CHUNKS, c))

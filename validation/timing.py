@@ -35,8 +35,8 @@ MAX_HOLD_S = 0.2           # the longest GPU sleep ahead of a queued share (``qu
 #: before 2026-11-29, whose rounds were forward and backward in the callables' own order)
 ROUND_ORDER = "pairs, shuffled after the first"
 
-__all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "ROUND_ORDER", "Timing", "TimingOutcome", "choose_repeats", "round_order", "round_share", "CudaEventTimer",
-           "FakeTimer"]
+__all__ = ["DEFAULT_LEAD_IN", "DEFAULT_LEAD_IN_S", "ROUND_ORDER", "Timing", "TimingOutcome", "choose_repeats",
+           "round_order", "round_share", "CudaEventTimer", "FakeTimer"]
 
 
 @dataclass
