@@ -149,12 +149,14 @@ def sm90_instance(cfg, dtype: str, causal: bool, varlen: bool = False, local: bo
     if mods:
         window_params += ", float softcap_mul, const float* alibi, long long alibi_sb"
         window_args = (window_args or ", 0, 0") + ", softcap_mul, alibi, alibi_sb"
+    attrs = ""
     if sm90_splits(causal, varlen, local, mods):
         window_params += ", int whole, int pieces, float* part, int* count"
         window_args += ", 0, 0, 0.f, nullptr, 0, whole, pieces, part, count"
+        attrs = " SM90_PLAIN_ATTRS"   # (the header's: a cluster of two CTAs under SM90_CLUSTER, else nothing)
     return (
         f"typedef {traits} T_{name};\n"
-        f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1)\n'
+        f'extern "C" __global__ void __launch_bounds__(T_{name}::kThreads, 1){attrs}\n'
         f"{name}(const __grid_constant__ TmaDesc tmQ, const __grid_constant__ TmaDesc tmK,\n"
         f"    const __grid_constant__ TmaDesc tmV, u16* O, float* L, int B, int H, int H_kv, int N_q,\n"
         f"    int N_k, float scale_log2, int sec, int* counter, const int* order, const int* cu_q, const int* cu_k,"

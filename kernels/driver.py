@@ -17,9 +17,16 @@ from dataclasses import dataclass
 from . import runtime
 
 __all__ = ["Kernel", "device_index", "device_props", "capability", "max_smem_optin", "kernel", "launch",
-           "tensor_map", "current_stream", "current_stream_handle", "ptr", "strides", "Prepared", "TensorMapSlot"]
+           "max_active_clusters", "tensor_map", "current_stream", "current_stream_handle", "ptr", "strides",
+           "Prepared", "TensorMapSlot"]
 
 vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h): a launch's grid, block, dynamic SMEM and stream, no attributes (a kernel's cluster
+    dims are its own, ``__cluster_dims__``)."""
+    _fields_ = [("grid", u32 * 3), ("block", u32 * 3), ("smem", u32), ("stream", vp), ("attrs", vp), ("n_attrs", u32)]
 
 
 class _Driver:
@@ -96,6 +103,14 @@ class _Driver:
         n = i32()
         self.check(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, threads, smem),
                    "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return n.value
+
+    def max_active_clusters(self, fn: int, grid_x: int, threads: int, smem: int) -> int:
+        fn_query = self.lib.cuOccupancyMaxActiveClusters   # (CUDA 12.0 on: looked up here, not at load)
+        fn_query.argtypes = [ctypes.POINTER(i32), vp, ctypes.POINTER(_LaunchConfig)]
+        cfg = _LaunchConfig((u32 * 3)(grid_x, 1, 1), (u32 * 3)(threads, 1, 1), smem, None, None, 0)
+        n = i32()
+        self.check(fn_query(ctypes.byref(n), fn, ctypes.byref(cfg)), "cuOccupancyMaxActiveClusters")
         return n.value
 
     def tensor_map(self, dtype: str, ptr: int, dims, strides_bytes, box):
@@ -186,6 +201,16 @@ def kernel(index: int, module, name: str, smem: int) -> Kernel:
             drv.set_max_dynamic_smem(k.fn, smem)
             _smem_optin[k.fn] = smem
     return k
+
+
+def max_active_clusters(k: Kernel, grid_x: int, threads: int, smem: int) -> int:
+    """Clusters of `k` (compiled with its cluster dims) that can run at once on the device, for a 1-D grid of
+    `grid_x` CTAs of `threads` threads and `smem` bytes of dynamic shared memory: a persistent grid of clusters
+    larger than this would run a second wave (the GPCs' SM counts, not the SM count over the cluster size, bound
+    it)."""
+    drv = _get()
+    drv.use_device(k.device)
+    return drv.max_active_clusters(k.fn, grid_x, threads, smem)
 
 
 def blocks_per_sm(k: Kernel, threads: int, smem: int) -> int:

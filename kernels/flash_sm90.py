@@ -11,14 +11,14 @@ import functools
 from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
-from .sm90_schedule import (DEFAULT_DEFINES, DYNAMIC_FULL, DYNAMIC_MAX_HEAD_DIM, NO_SPLIT, PERSISTENT,  # noqa: F401
-                            STATIC_SCHEDULE, WIDE_DYNAMIC, WIDE_DYNAMIC_SPILLING, heads_per_section, l2_section_heads,
-                            lpt_order, schedule, schedule_defines, tail_split)
+from .sm90_schedule import (CLUSTER, DEFAULT_DEFINES, DYNAMIC_FULL, DYNAMIC_MAX_HEAD_DIM, NO_SPLIT,  # noqa: F401
+                            PERSISTENT, STATIC_SCHEDULE, WIDE_DYNAMIC, WIDE_DYNAMIC_SPILLING, heads_per_section,
+                            l2_section_heads, lpt_order, schedule, schedule_defines, tail_split)
 
 # (the schedule's names re-exported: the launcher's A/B knobs and the probes name them here)
 __all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", "heads_per_section", "l2_section_heads",
            "schedule_defines", "tail_split", "PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "NO_SPLIT",
-           "WIDE_DYNAMIC", "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "DYNAMIC_FULL"]
+           "WIDE_DYNAMIC", "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "DYNAMIC_FULL", "CLUSTER"]
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
@@ -64,10 +64,11 @@ def _tma_dims(t):
     return [d, N, H, B], [s_n, s_h, s_b]
 
 
-def _tensor_map_slots(dtype: str, cfg, q, k, v) -> list:
-    """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows), addresses unset."""
+def _tensor_map_slots(dtype: str, cfg, q, k, v, cluster: int = 1) -> list:
+    """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows, or of a CTA's share of them in
+    a cluster of `cluster` CTAs), addresses unset."""
     slots = []
-    for t, rows in ((q, cfg.block_m), (k, cfg.block_n), (v, cfg.block_n)):
+    for t, rows in ((q, cfg.block_m), (k, cfg.block_n // cluster), (v, cfg.block_n // cluster)):
         dims, strides_bytes = _tma_dims(t)
         slots.append(driver.TensorMapSlot(dtype, dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
     return slots
@@ -175,24 +176,32 @@ class Launch:
                        _defines, _persistent, _sections)
         defines, persistent = sch.defines, sch.persistent
         mods = mods if mods is not None else NO_MODS
-        kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
-                       mods.bits)
         num_tiles = -(-N_q // cfg.block_m) * H * B
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
         # from a counter
         dynamic = (s["causal"] or varlen is not None or DYNAMIC_FULL in defines) and not sch.static
         splits = codegen.sm90_splits(s["causal"], varlen is not None, window is not None, mods.bits)
-        whole, pieces = (tail_split(num_tiles, sms, -(-s["N_k"] // cfg.block_n), _pieces)
-                         if splits and persistent and not dynamic and NO_SPLIT not in defines else (num_tiles, 1))
-        items = whole + (num_tiles - whole) * pieces
-        grid = (min(items, sms) if persistent else num_tiles, 1, 1)
+        # a cluster kernel's units are pairs of tiles, walked by pairs of CTAs (FwdTraits::kCluster)
+        cluster = _cluster_size(defines, splits and not dynamic, -(-N_q // cfg.block_m), cfg)
+        kern = _kernel(dev, cfg, s["dtype"], s["causal"], defines, smem, varlen is not None, window is not None,
+                       mods.bits)
+        units, walkers = num_tiles // cluster, sms
+        if cluster > 1:   # the clusters resident at once (the GPCs' SM counts bound them)
+            walkers = min(sms // cluster, driver.max_active_clusters(kern, cluster * min(units, sms // cluster),
+                                                                     cfg.threads, smem))
+            if walkers < 1:
+                raise RuntimeError(f"no cluster of {cluster} CTAs of {smem} bytes of SMEM fits this device")
+        whole, pieces = (tail_split(units, walkers, -(-s["N_k"] // cfg.block_n), _pieces)
+                         if splits and persistent and not dynamic and NO_SPLIT not in defines else (units, 1))
+        items = whole + (units - whole) * pieces
+        grid = (cluster * (min(items, walkers) if persistent else units), 1, 1)
         self.shape, self.device, self.pieces, self.dynamic, self.schedule = s, dev, pieces, dynamic, sch
         # the split tiles' partial rows (a slot of d / 2 + 4 floats a consumer thread a piece) and arrival
         # counters (one a consumer warp a split tile), the counters zeroed once and left at zero by the kernel
-        self.part_floats = (items - whole) * (cfg.head_dim // 2 + 4) * 128 * cfg.consumers
-        self.split_counts = (num_tiles - whole) * 4 * cfg.consumers
+        self.part_floats = (items - whole) * cluster * (cfg.head_dim // 2 + 4) * 128 * cfg.consumers
+        self.split_counts = (units - whole) * cluster * 4 * cfg.consumers
         self.counters = _tile_counters(dev) if dynamic or pieces > 1 else None
-        self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v)
+        self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v, cluster)
         self.order = _order_table(s, cfg, grid[0], sch.sections, q.device) if sch.lpt else None
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
         i32 = ctypes.c_int
@@ -234,6 +243,20 @@ class Launch:
         self.cu_q.value = cu_q.data_ptr() if cu_q is not None else None
         self.cu_k.value = cu_k.data_ptr() if cu_k is not None else None
         self.prepared.launch(stream)
+
+
+def _cluster_size(defines, plain_walk: bool, num_m: int, cfg) -> int:
+    """CTAs a cluster: 2 for a build with CLUSTER (the plain kernel's fixed walk, heads of an even number of query
+    tiles), else 1."""
+    if CLUSTER not in defines:
+        return 1
+    if not plain_walk:
+        raise ValueError(f"{CLUSTER} is for the plain kernel's fixed walk (no mask, window, modifier or varlen batch, "
+                         f"not {DYNAMIC_FULL})")
+    if num_m % 2:
+        raise ValueError(f"{CLUSTER} pairs a head's query tiles: N_q needs an even number of {cfg.block_m}-row tiles, "
+                         f"not {num_m}")
+    return 2
 
 
 def launch(q, k, v, out, lse, s: dict, cfg, dev: int, smem: int, scale: float, varlen=None,

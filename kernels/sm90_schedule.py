@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-__all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "WIDE_DYNAMIC",
+__all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "CLUSTER", "WIDE_DYNAMIC",
            "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines",
            "lpt_walk", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
            "tail_split", "lpt_order", "causal_chunks"]
@@ -55,6 +55,11 @@ DYNAMIC_MAX_HEAD_DIM = 128
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
+# A/B runs: the plain kernel as clusters of two CTAs on adjacent tiles of one head, K and V multicast (a chunk read
+# from the L2 once a pair; FwdTraits::kCluster); heads of an odd number of query tiles cannot pair.  15 to 27% slower
+# than the plain kernel on the H200 at d = 64 / 128, N = 4096 and 16384, at a higher clock and lower power: the pair's
+# coupling stalls the two-stage ring (validation/results/profile-sm90-lpt-small-h200-2026-11-29/cluster-run1.json).
+CLUSTER = "SM90_CLUSTER"
 WINDOW_STATIC_CUT_SHARE = 0.5
 # Above DYNAMIC_MAX_HEAD_DIM the causal kernels' dynamic build (this switch raises the header's bound): an A/B knob
 # since the lpt walk below (before it the launcher took it where l2_section_heads cut sections: H200,
@@ -239,9 +244,9 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     lpt_walk says so and no knob is given.  `defines`, `persistent` and `sections` given (A/B runs) override the
     rules: above DYNAMIC_MAX_HEAD_DIM `persistent=False` is a grid of one CTA a tile, `defines=()` with
     `persistent=True` the static walk, `defines=(WIDE_DYNAMIC,)` the dynamic schedule; `persistent="lpt"` the lpt
-    walk of any plain causal launch (at d <= DYNAMIC_MAX_HEAD_DIM built for the fixed walk, STATIC_SCHEDULE; not
-    measured there yet).  The lpt walk and the grid take grid_section_heads' sections where `sections` is not
-    given."""
+    walk of any plain causal launch (at d <= DYNAMIC_MAX_HEAD_DIM built for the fixed walk, STATIC_SCHEDULE: within
+    a run's spread of the claims there, validation/results/profile-sm90-lpt-small-h200-2026-11-29/).  The lpt walk
+    and the grid take grid_section_heads' sections where `sections` is not given."""
     wide = lpt_walk(s, window, varlen)
     if persistent == "lpt" and not (s["causal"] and window is None and not varlen):
         raise ValueError("the lpt walk is for plain causal launches (no window, not varlen)")

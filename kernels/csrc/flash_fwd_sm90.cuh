@@ -29,7 +29,8 @@
 // SM90_ALPHA_FIRST_MAX (the head dims up to it start the row sums at l * alpha, FwdTraits::kAlphaFirst; A/B),
 // SM90_ALPHA_FIRST_CAUSAL_N (so do d = 128's plain causal kernels with chunks up to that many keys; 0 = none; A/B),
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
-// (the producer's K(n) and V(n) together) for A/B runs, SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
+// (the producer's K(n) and V(n) together) for A/B runs, SM90_CLUSTER (FwdTraits::kCluster: K and V multicast over
+// clusters of two CTAs) and SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -106,6 +107,18 @@ struct FwdTraits {
 #else
     static constexpr bool kSplit = !kDynamic && !kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0;
 #endif
+    // SM90_CLUSTER (A/B): the plain kernel (no mask, window, modifier or varlen batch; the fixed walk) runs as
+    // clusters of two CTAs (the instance's SM90_PLAIN_ATTRS) that walk pairs of adjacent tiles of one head: each
+    // CTA loads half of every K and V chunk's rows and multicasts it to both, so the L2 serves each chunk once a
+    // pair.  A stage is refilled once both CTAs' consumers released it (each warp arrives on both CTAs' empty
+    // barriers).  The launcher sizes the grid in pairs (kernels/flash_sm90.py) and the K and V boxes in half chunks.
+    // Not shipped: 15 to 27% slower on the H200 at a higher clock, the pair's coupling stalling the two-stage ring
+    // (validation/results/profile-sm90-lpt-small-h200-2026-11-29/cluster-run1.json).
+#ifdef SM90_CLUSTER
+    static constexpr int kCluster = (!kDynamic && !kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0) ? 2 : 1;
+#else
+    static constexpr int kCluster = 1;
+#endif
 
     // Warpgroups skip the chunks that hold none of their scores (below).  At d = 256 every warpgroup
     // runs the whole tile (this and the turns measured within noise of it there; at d = 192 up to 10%
@@ -156,15 +169,27 @@ struct FwdTraits {
     static constexpr u32 kNumBars = 2 + 4 * kStages;  // Q full/empty + K,V full/empty per stage
     static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
     // Register split after setmaxnreg (total must fit the 64K-register file at 1 CTA / SM).
-    static constexpr u32 kProducerRegs = 24;
-    static constexpr u32 kConsumerRegs = kConsumers == 2 ? 240 : (kConsumers == 3 ? 160 : 232);
+    // (the clusters' producer holds its rank and the half chunk's offsets too: 24 spilled; the consumers' increase
+    // draws only on what the producer gave back, so the two together stay within the launch's 168 (2 consumers)
+    // or 128 (3) a thread: 24 + 2 x 240 = 32 + 2 x 232 = 3 x 168)
+    static constexpr u32 kProducerRegs = kCluster > 1 ? 32 : 24;
+    static constexpr u32 kConsumerRegs = kConsumers == 2 ? (kCluster > 1 ? 232 : 240) : (kConsumers == 3 ? 160 : 232);
 
     static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 query rows");
     static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "block_n");
     static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "head_dim");
     static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA box rows <= 256");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "registers");
+    static_assert(kProducerRegs + kConsumerRegs * kConsumers <= (kConsumers + 1) * (65536 / kThreads / 8 * 8),
+                  "setmaxnreg: the consumers' increase within what the producer gives back");
+    static_assert(kCluster == 1 || kBlockN % 16 == 0, "a half chunk is whole 1024-byte swizzle atoms");
 };
+
+#ifdef SM90_CLUSTER
+#define SM90_PLAIN_ATTRS __cluster_dims__(2, 1, 1)
+#else
+#define SM90_PLAIN_ATTRS
+#endif
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float shfl_xor(float v, int m) {
@@ -365,16 +390,20 @@ struct TileInfo {
 // The tail split's work items (kSplit): items 0 .. whole - 1 are tiles 0 .. whole - 1; item whole + s is piece
 // s % pieces of tile whole + s / pieces, the piece streaming its even share of the tile's key chunks (a tile's
 // pieces are adjacent items, so a round hands them to neighbouring CTAs).  Items: whole + (tiles - whole) pieces.
+// With clusters (kCluster = 2) the items are pairs of tiles: pair u is tiles 2u and 2u + 1, one a CTA of the
+// cluster (its rank), and a split pair's two tiles take the same chunks, each merged as its own tile.
 template <class T>
 __device__ __forceinline__ TileInfo<T> split_item(int item, int whole, int pieces, int num_m, int H, int B, int N_q,
                                                   int N_k, int sec, const int* cu_q, const int* cu_k) {
-    if (!T::kSplit || item < whole) return TileInfo<T>(item, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+    constexpr int C = T::kCluster;
+    const int rank = C > 1 ? int(cluster_rank()) : 0;
+    if (!T::kSplit || item < whole) return TileInfo<T>(item * C + rank, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
     const int s = item - whole, piece = s % pieces;
-    TileInfo<T> ti(whole + s / pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
+    TileInfo<T> ti((whole + s / pieces) * C + rank, num_m, H, B, N_q, N_k, sec, cu_q, cu_k);
     const int n = ti.n_blocks;
     ti.lo = piece * n / pieces;
     ti.n_blocks = (piece + 1) * n / pieces;
-    ti.slot = s;
+    ti.slot = C > 1 ? ((s / pieces) * C + rank) * pieces + piece : s;
     return ti;
 }
 
@@ -448,6 +477,13 @@ __device__ __forceinline__ bool merge_pieces(float* part, int* count, int slot, 
     return true;
 }
 
+// The walk's walkers: the grid's CTAs, or its clusters (a cluster walks as one, FwdTraits::kCluster).
+template <class T>
+__device__ __forceinline__ int walkers() {
+    if constexpr (T::kCluster > 1) return int(gridDim.x) / T::kCluster;
+    return gridDim.x;
+}
+
 // Round k of a grid of G CTAs covers tiles [k*G, k*G + G), adjacent tiles (the CTAs running together share
 // K/V in L2).  With causal masking CTA i takes k*G + i, odd rounds backwards (k*G + G-1-i, snake order),
 // which evens out the per-CTA work of the longest-first schedule.  Without a mask CTA i takes k*G + i where
@@ -459,7 +495,7 @@ __device__ __forceinline__ bool merge_pieces(float* part, int* count, int slot, 
 // walk for A/B runs.  Returns -1 past the last tile.
 template <class T>
 __device__ __forceinline__ int tile_of_round(int k, int num_tiles, int n_q) {
-    const int G = gridDim.x, i = blockIdx.x;
+    const int G = walkers<T>(), i = T::kCluster > 1 ? int(blockIdx.x) / T::kCluster : int(blockIdx.x);
     int c = i;
     if constexpr (T::kCausal) {
         if (k & 1) c = G - 1 - i;
@@ -553,8 +589,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
 
     const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
     const int num_tiles = num_m * H * B;
-    // the static walk's items: the tiles, the tail split's pieces in place of the last round's (split_item)
-    const int num_items = T::kSplit ? whole + (num_tiles - whole) * pieces : num_tiles;
+    // the static walk's items: the tiles (with clusters, pairs of them), the tail split's pieces in place of the last
+    // round's (split_item)
+    const int num_units = T::kCluster > 1 ? num_tiles / T::kCluster : num_tiles;
+    const int num_items = T::kSplit ? whole + (num_units - whole) * pieces : num_units;
     constexpr bool kTable = T::kCausal && !T::kVarlen && !T::kLocal;   // (table_tile)
     const int group = H / H_kv;
 
@@ -566,12 +604,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         for (int s = 0; s < S; ++s) {
             mbar_init(fullK(s), 1);
             mbar_init(fullV(s), 1);
-            mbar_init(emptyK(s), 128 * T::kConsumers);
-            mbar_init(emptyV(s), 128 * T::kConsumers);
+            // with clusters a warp of either CTA's consumers arrives once (release_kv below)
+            mbar_init(emptyK(s), T::kCluster > 1 ? 2 * 4 * T::kConsumers : 128 * T::kConsumers);
+            mbar_init(emptyV(s), T::kCluster > 1 ? 2 * 4 * T::kConsumers : 128 * T::kConsumers);
         }
         fence_mbar_init();
     }
     __syncthreads();
+    if constexpr (T::kCluster > 1) cluster_sync();   // the other CTA's barriers exist before its loads and arrivals
 
     if (warpgroup == 0) {
         // ------------------------------------------------------------------ producer
@@ -599,6 +639,18 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 }
                 // chunk n's K (or V) into stage st once the consumers emptied it
                 auto load_kv = [&](u32 base, const TmaDesc* tm, u32 full, u32 empty, int n, int st, u32 ph) {
+                    if constexpr (T::kCluster > 1) {   // this CTA's half of the rows, into both CTAs
+                        constexpr int kHalf = T::kBlockN / 2;
+                        const int r = int(cluster_rank());
+                        mbar_wait_cluster(empty, ph ^ 1);
+                        mbar_arrive_expect_tx(full, T::kBytesKV);   // both halves land on it
+#pragma unroll
+                        for (int db = 0; db < T::kDBlocks; ++db)
+                            tma_load_4d_multicast(base + st * T::kBytesKV + db * (T::kBlockN * 128) + r * kHalf * 128,
+                                                  tm, full, db * 64, ti.k0 + n * T::kBlockN + r * kHalf, h_kv, ti.b,
+                                                  (unsigned short)3);
+                        return;
+                    }
                     mbar_wait(empty, ph ^ 1);
                     mbar_arrive_expect_tx(full, T::kBytesKV);
 #pragma unroll
@@ -654,11 +706,11 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     t = t_next;
                 }
             } else {
-                for (int k = 0; (kTable && order) || k * int(gridDim.x) < num_items; ++k) {
+                for (int k = 0; (kTable && order) || k * walkers<T>() < num_items; ++k) {
                     const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
                     if (kTable && t == -2) break;
                     if (t < 0) continue;
-                    const TileInfo<T> ti = T::kSplit
+                    const TileInfo<T> ti = T::kSplit || T::kCluster > 1
                         ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
                         : TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                     if (ti.n_blocks == 0) continue;  // consumers write zeros, touch no barrier
@@ -689,6 +741,16 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             if constexpr (T::kTurns) named_bar_arrive(1 + (cw + 1) % T::kConsumers, 256);
         };
         if (cw == T::kConsumers - 1) turn_pass();
+        // A K or V stage read: its empty barrier's arrival (with clusters, the warp's once on each CTA's barrier,
+        // after all its lanes are done with the stage)
+        auto release_kv = [&](u32 bar) {
+            if constexpr (T::kCluster > 1) {
+                __syncwarp();
+                if (lane < 2) mbar_arrive_cluster(bar, cluster_rank() ^ u32(lane));
+            } else {
+                mbar_arrive(bar);
+            }
+        };
 
         for (int k = 0;; ++k) {
             TileInfo<T> ti;
@@ -704,11 +766,12 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 IOM_TILE_TIME(1, t_decoded);
                 IOM_TILE_TIME(2, 0);
             } else {
-                if (!(kTable && order) && k * int(gridDim.x) >= num_items) break;
+                if (!(kTable && order) && k * walkers<T>() >= num_items) break;
                 const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
                 if (kTable && t == -2) break;
                 if (t < 0) continue;
-                ti = T::kSplit ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
+                ti = T::kSplit || T::kCluster > 1
+                         ? split_item<T>(t, whole, pieces, num_m, H, B, N_q, N_k, sec, cu_q, cu_k)
                                : TileInfo<T>(t, num_m, H, B, N_q, N_k, sec, cu_q, cu_k, win_left, win_right);
                 IOM_TILE_TIME(1, 0);
             }
@@ -769,9 +832,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             // previous use are in).
             auto release_chunk = [&]() {
                 mbar_wait(fullK(stage), phase);
-                mbar_arrive(emptyK(stage));
+                release_kv(emptyK(stage));
                 mbar_wait(fullV(stage), phase);
-                mbar_arrive(emptyV(stage));
+                release_kv(emptyV(stage));
                 next_stage<S>(stage, phase);
                 turn_wait();
                 turn_pass();
@@ -802,7 +865,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     turn_pass();
                     wgmma_wait<0>();
                     fence_regs(s);
-                    mbar_arrive(emptyK(stage));
+                    release_kv(emptyK(stage));
                     if constexpr (T::kMods != 0)
                         apply_mods<T>(s, softcap_mul, slope, dist0(n));
                     if constexpr (T::kLocal) {   // (a chunk below the last row's first key crosses the left edge)
@@ -841,7 +904,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     turn_pass();
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
                     fence_regs(s);
-                    mbar_arrive(emptyK(stage));
+                    release_kv(emptyK(stage));
                     if constexpr (T::kMods != 0)
                         apply_mods<T>(s, softcap_mul, slope, dist0(n));
                     if constexpr (T::kLocal) {
@@ -855,7 +918,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
                     fence_regs(p);
-                    mbar_arrive(emptyV(pstage));
+                    release_kv(emptyV(pstage));
                     if constexpr (!T::kRescaleEarly) rescale_o<T>(o, alpha);
                     pack_p<T>(p, s);
                 };
@@ -881,7 +944,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 turn_pass();
                 wgmma_wait<0>();
                 fence_regs(o);
-                mbar_arrive(emptyV(stage));
+                release_kv(emptyV(stage));
                 next_stage<S>(stage, phase);
             } else if (T::kDynamic || n_blocks > 0) {
                 mbar_arrive(emptyQ);  // done with Q and the slot (a static tile without keys touches no barrier)
@@ -943,6 +1006,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         }
         if (cw == 0) turn_wait();  // the last warpgroup's final hand-over
     }
+    // the other CTA's multicasts into this one and its warps' arrivals on this one's barriers are over
+    if constexpr (T::kCluster > 1) cluster_sync();
 }
 
 }  // namespace sm90
