@@ -590,7 +590,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     const int num_m = (N_q + T::kBlockM - 1) / T::kBlockM;
     const int num_tiles = num_m * H * B;
     // the static walk's items: the tiles (with clusters, pairs of them), the tail split's pieces in place of the last
-    // round's (split_item)
+    // round's (split_item); round k's last item is k * walkers<T>() + walkers<T>() - 1, so the walks below end
+    // at k * gridDim.x >= kCluster * num_items (written so: the plain form kept the lpt walk's producer spill-free)
     const int num_units = T::kCluster > 1 ? num_tiles / T::kCluster : num_tiles;
     const int num_items = T::kSplit ? whole + (num_units - whole) * pieces : num_units;
     constexpr bool kTable = T::kCausal && !T::kVarlen && !T::kLocal;   // (table_tile)
@@ -706,7 +707,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     t = t_next;
                 }
             } else {
-                for (int k = 0; (kTable && order) || k * walkers<T>() < num_items; ++k) {
+                for (int k = 0; (kTable && order) || k * int(gridDim.x) < T::kCluster * num_items; ++k) {
                     const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
                     if (kTable && t == -2) break;
                     if (t < 0) continue;
@@ -766,7 +767,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 IOM_TILE_TIME(1, t_decoded);
                 IOM_TILE_TIME(2, 0);
             } else {
-                if (!(kTable && order) && k * walkers<T>() >= num_items) break;
+                if (!(kTable && order) && k * int(gridDim.x) >= T::kCluster * num_items) break;
                 const int t = kTable && order ? table_tile<T>(k, order) : tile_of_round<T>(k, num_items, N_q);
                 if (kTable && t == -2) break;
                 if (t < 0) continue;
