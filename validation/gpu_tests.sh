@@ -4,6 +4,9 @@
 # Exits non-zero when a file failed or ran out of time.  From the repository root on the GPU machine:
 #   OUT=dir bash validation/gpu_tests.sh SECONDS "wide|tests/kernels/test_gpu_wide_schedule_sm90.py" \
 #       "sm90|tests/kernels/test_gpu_sm90.py -k 'not fp16'"
+# A file that builds many modules one at a time (test_gpu_head_dims.py: 4 tests in 150 s on 2026-11-28, cut off
+# twice on 2026-11-29) may fit a call with its tests in processes side by side: the GPU machine's image has
+# pytest-xdist (its logs list xdist-3.8.0), so add -n 8 to its args (the modules' disk cache is shared; untried).
 set -u
 OUT=${OUT:-/tmp}
 LIMIT=${1:?usage: gpu_tests.sh SECONDS "name|pytest args" ...}
