@@ -8,8 +8,8 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "swapped_module", "random_sets", "sm80_build",
-           "sm80_precompile", "sm80_builds", "sm80_build_groups", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "swapped_module",
+           "random_sets", "sm80_build", "sm80_precompile", "sm80_builds", "sm80_build_groups", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -226,6 +226,14 @@ def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:
                 lines.append(f"   {r['impl']:34} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  "
                              f"{peer['impl']}/this {peer['median_ms'] / r['median_ms']:.3f}{pred}")
     return lines
+
+
+def sustained_lines(rows: list[dict], keys: tuple[str, ...] = ("d", "N")) -> list[str]:
+    """The closing lines of a probe that also ran its callables back to back under nvidia-smi (the power probe's
+    `sampled`, its results in a row's ``*_runs`` lists): each such row's `keys`, label, fastest time a call, and the
+    clocks and powers of its runs."""
+    return [" ".join(f"{k}{r[k]}" for k in keys) + f" {r['impl']:22} sustained ms {min(r['sustained_ms_runs']):.4f}  "
+            f"MHz {r['sm_mhz_runs']}  W {r['power_w_runs']}" for r in rows if "sm_mhz_runs" in r]
 
 
 def load(path: str, *argv: str):

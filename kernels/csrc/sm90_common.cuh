@@ -38,30 +38,43 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
+// kCluster: acquire at cluster scope (a phase whose arrivals include another CTA's, mbar_arrive_cluster)
+template <bool kCluster = false>
 __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
     u32 ok;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    if constexpr (kCluster) {
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t"
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(ok)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } else {
+        asm volatile(
+            "{\n\t.reg .pred p;\n\t"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t}"
+            : "=r"(ok)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    }
     return ok != 0;
 }
 // Wait until the phase with parity `parity` of barrier `bar` has completed.
 // With SM90_WATCHDOG defined, a wait longer than 2^34 cycles (~9 s) traps: a hang becomes an error.
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 #ifdef SM90_WATCHDOG
     long long t0;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0));
-    while (!mbar_try_wait(bar, parity)) {
+    while (!mbar_try_wait<kCluster>(bar, parity)) {
         long long t1;
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1));
         if (t1 - t0 > (1ll << 34)) asm volatile("trap;");
     }
 #else
-    while (!mbar_try_wait(bar, parity)) {
+    while (!mbar_try_wait<kCluster>(bar, parity)) {
     }
 #endif
 }
@@ -84,19 +97,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
         "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
         "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
         : "memory");
-}
-// mbar_wait acquiring at cluster scope: the phase's arrivals include another CTA's (mbar_arrive_cluster).
-__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
-    u32 ok = 0;
-    while (!ok) {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(ok)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    }
 }
 
 // ----------------------------------------------------------------------------------- TMA

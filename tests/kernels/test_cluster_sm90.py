@@ -43,3 +43,23 @@ def test_only_the_plain_kernel_takes_a_cluster_and_nothing_spills(tmp_path):
     clustered = {e.split("(")[0] for e in entries if ".reqnctapercluster 2, 1, 1" in e.split("{")[0]}
     assert clustered == {codegen.sm90_kernel(c, "bf16", False) for c in plain}
     assert "multicast::cluster" in ptx
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_switch_leaves_every_other_kernel_as_it_was(tmp_path):
+    """SM90_CLUSTER changes only the plain kernels: the causal, varlen, window and modifier kernels' PTX is the same
+    with and without it."""
+    others = [(CFG, "bf16", True),                                            # causal
+              (Sm90Config(128, 80, 2, 256, 2), "bf16", True),                   # the lpt walk's
+              (Sm90Config(192, 128, 2, 64, 3), "fp16", False, True),            # varlen
+              (Sm90Config(128, 128, 2, 128, 2), "bf16", True, False, True),     # a window
+              (CFG, "bf16", False, False, False, 3)]                            # softcap and ALiBi
+    (tmp_path / "others.cu").write_text(codegen.sm90_unit(others))
+
+    def ptx(*flags):
+        return subprocess.run(["nvcc", compile.STD, "-ptx", compile.gencode("sm_90a"), f"-I{compile.CSRC}", *flags,
+                               str(tmp_path / "others.cu"), "-o", "-"], capture_output=True, text=True,
+                              check=True).stdout
+
+    assert ptx(f"-D{flash_sm90.CLUSTER}") == ptx()

@@ -169,3 +169,12 @@ def test_sm80_precompile_builds_what_sm80_build_loads_with_the_split_variant_whe
     before = len(built)
     functools.partial(kfs.module, defines=("IOM_X",))(cfg, "bf16", False, "sm_90", False, False, 0, True)
     assert built[before][1] == next(kw for _, kw in built[:before] if len(kw["names"]) == 2)
+
+
+def test_sustained_lines_name_the_fastest_run_of_each_sampled_row_only():
+    rows = [{"d": 128, "N": 4096, "B": 4, "impl": "ours", "sustained_ms_runs": [1.25, 1.2], "sm_mhz_runs": [1590.0],
+             "power_w_runs": [600.0]},
+            {"d": 128, "N": 4096, "B": 4, "impl": "timed only", "median_ms": 1.3}]
+    lines = probe_record.sustained_lines(rows, ("d", "N", "B"))
+    assert len(lines) == 1 and lines[0].startswith("d128 N4096 B4 ours ")
+    assert "sustained ms 1.2000" in lines[0] and "MHz [1590.0]" in lines[0] and "W [600.0]" in lines[0]

@@ -100,10 +100,7 @@ def run(groups, name: str, mode: str):
                        f"probe_lpt.py {ROUNDS} {mode}".strip(), lpt_tile_overhead_chunks=__import__(
                            "kernels.sm90_schedule", fromlist=["x"]).LPT_TILE_OVERHEAD_CHUNKS, seconds=power.SECONDS)
     print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "H"), lambda r: r["impl"] == "sdpa_cudnn")))
-    for r in rows:
-        if "sm_mhz_runs" in r:
-            print(f"d{r['d']} N{r['N']} B{r['B']} {r['impl']:12} sustained ms {min(r['sustained_ms_runs']):.4f}  "
-                  f"MHz {r['sm_mhz_runs']}  W {r['power_w_runs']}")
+    print("\n".join(probe_record.sustained_lines(rows, ("d", "N", "B"))))
 
 
 if __name__ == "__main__":

@@ -65,10 +65,7 @@ def main():
     probe_record.write(f"cluster-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-lpt-"
                        f"small-h200-2026-11-29/probe_cluster.py {ROUNDS} {RUN}", fa4=getattr(fa4, "version", None))
     print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
-    for r in rows:
-        if "sm_mhz_runs" in r:
-            print(f"d{r['d']} N{r['N']} {r['impl']:22} sustained ms {min(r['sustained_ms_runs']):.4f}  "
-                  f"MHz {r['sm_mhz_runs']}  W {r['power_w_runs']}")
+    print("\n".join(probe_record.sustained_lines(rows)))
 
 
 if __name__ == "__main__":

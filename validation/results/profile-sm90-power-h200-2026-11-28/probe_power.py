@@ -110,10 +110,7 @@ def run(groups, name: str, mode: str):
                        f"profile-sm90-power-h200-2026-11-28/probe_power.py {ROUNDS} {mode}".strip(),
                        fa4_sections_rule="50 MiB", seconds=SECONDS)
     print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "H"), lambda r: r["impl"] == "sdpa_cudnn")))
-    for r in rows:
-        if "sm_mhz_runs" in r:
-            print(f"d{r['d']} N{r['N']} {r['impl']:16} sustained ms {min(r['sustained_ms_runs']):.4f}  "
-                  f"MHz {r['sm_mhz_runs']}  W {r['power_w_runs']}")
+    print("\n".join(probe_record.sustained_lines(rows)))
 
 
 if __name__ == "__main__":
