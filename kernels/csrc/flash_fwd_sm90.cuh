@@ -643,7 +643,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     if constexpr (T::kCluster > 1) {   // this CTA's half of the rows, into both CTAs
                         constexpr int kHalf = T::kBlockN / 2;
                         const int r = int(cluster_rank());
-                        mbar_wait<true>(empty, ph ^ 1);
+                        mbar_wait<kClusterScope>(empty, ph ^ 1);
                         mbar_arrive_expect_tx(full, T::kBytesKV);   // both halves land on it
 #pragma unroll
                         for (int db = 0; db < T::kDBlocks; ++db)

@@ -90,13 +90,28 @@ __device__ __forceinline__ u32 cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
-// Arrive on the barrier at the same offset in CTA `rank` of the cluster (release at cluster scope).
+// The pair's barrier scope: cluster (release on the arrivals, acquire on the producer's polls), or with
+// SM90_CLUSTER_CTA_SCOPE (A/B) the instructions' default (.cta), as CUTLASS's multicast pipelines have it.
+#ifdef SM90_CLUSTER_CTA_SCOPE
+constexpr bool kClusterScope = false;
+#else
+constexpr bool kClusterScope = true;
+#endif
+// Arrive on the barrier at the same offset in CTA `rank` of the cluster.
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
-    asm volatile(
-        "{\n\t.reg .b32 remote;\n\t"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
-        : "memory");
+    if constexpr (kClusterScope) {
+        asm volatile(
+            "{\n\t.reg .b32 remote;\n\t"
+            "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
+            : "memory");
+    } else {
+        asm volatile(
+            "{\n\t.reg .b32 remote;\n\t"
+            "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+            "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
+            : "memory");
+    }
 }
 
 // ----------------------------------------------------------------------------------- TMA
