@@ -314,12 +314,12 @@ def hbm_share(v: Mapping[str, np.ndarray], spec: GpuSpec, rates: Rates, occ) -> 
 def _body_time(busy, hbm, l2, stages, resident, plan: ExecutionPlan) -> np.ndarray:
     """Compute (with sync) and memory time combined: overlapped when the stream is pipelined or several
     blocks share an SM; otherwise the HBM time adds to the compute (the next chunk's load waits for
-    it), while the L2 bounds the whole as a throughput (its fetches of one chunk overlap the other
-    operand's product even with one stage)."""
-    memory = np.maximum(hbm, l2)
-    pipelined = (stages >= 2) | (resident >= 2)
+    it), and of the L2 time the share a chunk's load overlaps (the other operands' products: a plan's
+    ``single_buffer_l2_overlap``) hides, the rest adds too, the L2 still bounding the whole."""
+    memory, pipelined = np.maximum(hbm, l2), (stages >= 2) | (resident >= 2)
     overlapped = np.maximum(busy, memory) + (1 - plan.memory_overlap) * np.minimum(busy, memory)
-    return np.where(pipelined, overlapped, np.maximum(busy + hbm, l2))
+    single = np.maximum(busy + hbm + (1 - plan.single_buffer_l2_overlap) * l2, l2)
+    return np.where(pipelined, overlapped, single)
 
 
 def evaluate_kernel(ck: CompiledKernel, values: Mapping[str, object], spec: GpuSpec, rates: Rates,

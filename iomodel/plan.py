@@ -30,6 +30,8 @@ class ExecutionPlan:
     interleave_slope: float = 1.0          # overlap gained per extra co-resident warp (sync) or warpgroup (ws)
     block_warp_overlap: float = 1.0        # sync: a warp of the same block on a scheduler as a share of one of another block
     memory_overlap: float = 1.0            # fraction of the shorter of compute and memory time hidden under the longer
+    single_buffer_l2_overlap: float = 1.0  # one stage, one block an SM: the share of the L2 time hidden under the
+    #                                        compute (a chunk's load overlaps only the other operands' products)
     fill_steps: float = 0.0                # stream steps per block that run without that overlap (pipeline fill)
     dtype: str = "bf16"
     # SMEM the code adds to the diagram's tiles: mbarriers of a TMA ring and alignment slack

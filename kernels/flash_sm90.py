@@ -172,10 +172,10 @@ class Launch:
         B, H, N_q = s["B"], s["H"], s["N_q"]
         props = driver.device_props(dev)
         sms = props.multi_processor_count
-        sch = schedule(s, cfg.block_m, sms, props.L2_cache_size, q.element_size(), window, varlen is not None,
-                       _defines, _persistent, _sections)
-        defines, persistent = sch.defines, sch.persistent
         mods = mods if mods is not None else NO_MODS
+        sch = schedule(s, cfg.block_m, sms, props.L2_cache_size, q.element_size(), window, varlen is not None,
+                       _defines, _persistent, _sections, cfg, bool(mods.bits))
+        defines, persistent = sch.defines, sch.persistent
         num_tiles = -(-N_q // cfg.block_m) * H * B
         # causal and varlen kernels (d <= DYNAMIC_MAX_HEAD_DIM, not built for the static walk) hand out tiles
         # from a counter

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-__all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "CLUSTER", "WIDE_DYNAMIC",
+__all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "CLUSTER", "CLUSTER_MIN_KEYS", "CLUSTER_SPILLING", "pairs_tiles", "WIDE_DYNAMIC",
            "WIDE_DYNAMIC_SPILLING", "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines",
            "lpt_walk", "heads_per_section", "l2_section_heads", "grid_section_heads", "section_heads",
            "tail_split", "lpt_order", "causal_chunks"]
@@ -55,11 +55,19 @@ DYNAMIC_MAX_HEAD_DIM = 128
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
-# A/B runs: the plain kernel as clusters of two CTAs on adjacent tiles of one head, K and V multicast (a chunk read
-# from the L2 once a pair; FwdTraits::kCluster); heads of an odd number of query tiles cannot pair.  15 to 27% slower
-# than the plain kernel on the H200 at d = 64 / 128, N = 4096 and 16384, at a higher clock and lower power: the pair's
-# coupling stalls the two-stage ring (validation/results/profile-sm90-lpt-small-h200-2026-11-29/cluster-run1.json).
+# The plain kernel (no mask, window, modifier or varlen batch: the fixed walk) as clusters of two CTAs on adjacent
+# tiles of one head, K and V multicast (a chunk read from the L2 once a pair; FwdTraits::kCluster), where each tile
+# streams at least CLUSTER_MIN_KEYS keys and a head's query tiles pair (an even number).  On the H200, in two runs
+# (validation/results/profile-sm90-cluster-scope-h200-2026-11-29/sweep-run*.json): the pair held a 1 to 6% higher
+# clock at the 700 W cap than the plain kernel and ran 1.3 to 4.6% faster at d = 96 and 192, N = 4096 and 16384, and
+# 0.2 to 2.2% faster sustained at N = 16384 from d = 64 up; at N = 4096, d <= 128, it moved within a run's spread
+# (-1.9 to +1.2%); at N = 1024 (8 chunks a tile) it was 0.3 to 3.2% slower.  Its barriers at the cluster scope had
+# made it 15 to 27% slower (scope-run1.json there).
 CLUSTER = "SM90_CLUSTER"
+CLUSTER_MIN_KEYS = 4096
+# ... but for the configs whose cluster build spills (nvcc 13.0, sm_90a; its producer takes 40 registers of the
+# consumers' 240 with two consumer warpgroups: 4 to 80 bytes; tests/kernels/test_build_sm90.py)
+CLUSTER_SPILLING = ("m128n256s2d32c2", "m128n80s2d256c2", "m128n64s2d256c2")
 WINDOW_STATIC_CUT_SHARE = 0.5
 # Above DYNAMIC_MAX_HEAD_DIM the causal kernels' dynamic build (this switch raises the header's bound): an A/B knob
 # since the lpt walk below (before it the launcher took it where l2_section_heads cut sections: H200,
@@ -214,9 +222,22 @@ def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int) -> 
     return table
 
 
-def schedule_defines(s: dict, window=None, varlen: bool = False) -> tuple[str, ...]:
+def pairs_tiles(s: dict, config, window=None, varlen: bool = False, modified: bool = False) -> bool:
+    """Whether a launch of `config` (an Sm90Config) runs as clusters of two CTAs (CLUSTER): the plain kernel (no
+    mask, window, score modifier or varlen batch), tiles that stream at least CLUSTER_MIN_KEYS keys, an even
+    number of them a head, a config whose cluster build does not spill."""
+    plain = not s["causal"] and window is None and not varlen and not modified
+    return (plain and s["N_k"] >= CLUSTER_MIN_KEYS and -(-s["N_q"] // config.block_m) % 2 == 0
+            and config.name not in CLUSTER_SPILLING)
+
+
+def schedule_defines(s: dict, window=None, varlen: bool = False, config=None, modified: bool = False
+                     ) -> tuple[str, ...]:
     """The compile-time switches of a launch: DEFAULT_DEFINES, with the static walk for a window of equal
-    tiles (WINDOW_STATIC_CUT_SHARE); `window` a ``kernels.window.Window`` or None."""
+    tiles (WINDOW_STATIC_CUT_SHARE), with CLUSTER where pairs_tiles says so for `config` (None: not asked);
+    `window` a ``kernels.window.Window`` or None, `modified`: score modifiers."""
+    if config is not None and pairs_tiles(s, config, window, varlen, modified):
+        return (*DEFAULT_DEFINES, CLUSTER)
     if window is None or varlen or not s["causal"] or s["d"] > DYNAMIC_MAX_HEAD_DIM:
         return DEFAULT_DEFINES
     # bottom-right aligned: row i's band starts at key i + N_k - N_q - left, cut by key 0 below this row
@@ -239,7 +260,7 @@ class Schedule:
 
 
 def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, window=None, varlen: bool = False,
-             defines=None, persistent=None, sections=None) -> Schedule:
+             defines=None, persistent=None, sections=None, config=None, modified: bool = False) -> Schedule:
     """The schedule of a launch of shape `s` on a device of `sms` SMs and an L2 of `l2_bytes`: the lpt walk where
     lpt_walk says so and no knob is given.  `defines`, `persistent` and `sections` given (A/B runs) override the
     rules: above DYNAMIC_MAX_HEAD_DIM `persistent=False` is a grid of one CTA a tile, `defines=()` with
@@ -255,7 +276,9 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
         persistent = True
         if defines is None and s["d"] <= DYNAMIC_MAX_HEAD_DIM:
             defines = (*DEFAULT_DEFINES, STATIC_SCHEDULE)
-    defines = tuple(schedule_defines(s, window, varlen) if defines is None else defines)
+    if defines is None:   # the clusters' walk is the persistent one
+        defines = schedule_defines(s, window, varlen, config if persistent in (None, True) else None, modified)
+    defines = tuple(defines)
     static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
     if lpt and not static:
         raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC; STATIC_SCHEDULE at d <= 128)")

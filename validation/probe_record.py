@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "swapped_module",
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained", "swapped_module",
            "random_sets", "sm80_build", "sm80_precompile", "sm80_builds", "sm80_build_groups", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
@@ -226,6 +226,17 @@ def peer_table(rows: list[dict], keys: tuple[str, ...], is_peer) -> list[str]:
                 lines.append(f"   {r['impl']:34} {r['median_ms']:.4f} ms (min {r['min_ms']:.4f})  "
                              f"{peer['impl']}/this {peer['median_ms'] / r['median_ms']:.3f}{pred}")
     return lines
+
+
+def add_sustained(rows: list[dict], fns, sets, sampled, repeats: int = 3, seconds: float = 1.0) -> None:
+    """Each of `fns` ((label, callable) whose row in `rows` has no ``error``) run back to back for `seconds` under
+    `sampled` (the power probe's), `repeats` times in turn: its results appended to the row's ``<key>_runs``."""
+    by = {r["impl"]: r for r in rows}
+    for _ in range(repeats):
+        for label, f in fns:
+            if "error" not in by[label]:
+                for key, val in sampled(f, sets, seconds).items():
+                    by[label].setdefault(f"{key}_runs", []).append(val)
 
 
 def sustained_lines(rows: list[dict], keys: tuple[str, ...] = ("d", "N")) -> list[str]:

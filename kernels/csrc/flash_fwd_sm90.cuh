@@ -169,10 +169,11 @@ struct FwdTraits {
     static constexpr u32 kNumBars = 2 + 4 * kStages;  // Q full/empty + K,V full/empty per stage
     static constexpr u32 kSmemBytes = 1024 + kOffBar + 8 * kNumBars;
     // Register split after setmaxnreg (total must fit the 64K-register file at 1 CTA / SM).
-    // (the clusters' producer holds its rank and the half chunk's offsets too: 24 spilled; the consumers' increase
-    // draws only on what the producer gave back, so the two together stay within the launch's 168 (2 consumers)
-    // or 128 (3) a thread: 24 + 2 x 240 = 32 + 2 x 232 = 3 x 168)
-    static constexpr u32 kProducerRegs = kCluster > 1 ? 32 : 24;
+    // (the clusters' producer holds its rank and the half chunk's offsets too: 12 to 24 bytes spilled at 24
+    // registers, 4 at 32 with d = 192's 128x112; the consumers' increase draws only on what the producer gave back,
+    // so the two together stay within the launch's 168 (2 consumers) or 128 (3) a thread: 24 + 2 x 240 =
+    // 40 + 2 x 232 = 3 x 168, 24 + 3 x 160 <= 32 + 3 x 160 = 4 x 128)
+    static constexpr u32 kProducerRegs = kCluster > 1 ? (kConsumers == 2 ? 40 : 32) : 24;
     static constexpr u32 kConsumerRegs = kConsumers == 2 ? (kCluster > 1 ? 232 : 240) : (kConsumers == 3 ? 160 : 232);
 
     static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 query rows");
@@ -643,7 +644,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     if constexpr (T::kCluster > 1) {   // this CTA's half of the rows, into both CTAs
                         constexpr int kHalf = T::kBlockN / 2;
                         const int r = int(cluster_rank());
-                        mbar_wait<kClusterScope>(empty, ph ^ 1);
+                        mbar_wait(empty, ph ^ 1);
                         mbar_arrive_expect_tx(full, T::kBytesKV);   // both halves land on it
 #pragma unroll
                         for (int db = 0; db < T::kDBlocks; ++db)

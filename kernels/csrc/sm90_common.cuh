@@ -38,43 +38,30 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
-// kCluster: acquire at cluster scope (a phase whose arrivals include another CTA's, mbar_arrive_cluster)
-template <bool kCluster = false>
 __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
     u32 ok;
-    if constexpr (kCluster) {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(ok)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } else {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(ok)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    }
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
     return ok != 0;
 }
 // Wait until the phase with parity `parity` of barrier `bar` has completed.
 // With SM90_WATCHDOG defined, a wait longer than 2^34 cycles (~9 s) traps: a hang becomes an error.
-template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 #ifdef SM90_WATCHDOG
     long long t0;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0));
-    while (!mbar_try_wait<kCluster>(bar, parity)) {
+    while (!mbar_try_wait(bar, parity)) {
         long long t1;
         asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1));
         if (t1 - t0 > (1ll << 34)) asm volatile("trap;");
     }
 #else
-    while (!mbar_try_wait<kCluster>(bar, parity)) {
+    while (!mbar_try_wait(bar, parity)) {
     }
 #endif
 }
@@ -90,28 +77,17 @@ __device__ __forceinline__ u32 cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
-// The pair's barrier scope: cluster (release on the arrivals, acquire on the producer's polls), or with
-// SM90_CLUSTER_CTA_SCOPE (A/B) the instructions' default (.cta), as CUTLASS's multicast pipelines have it.
-#ifdef SM90_CLUSTER_CTA_SCOPE
-constexpr bool kClusterScope = false;
-#else
-constexpr bool kClusterScope = true;
-#endif
-// Arrive on the barrier at the same offset in CTA `rank` of the cluster.
+// Arrive on the barrier at the same offset in CTA `rank` of the cluster.  At the instruction's default scope
+// (.release.cta), as CUTLASS's ClusterBarrier arrives: the pair's stages wait on remote arrivals, and with a
+// cluster-scope release here and a cluster-scope acquire on the producer's polls the pair ran 15 to 27% slower
+// than the plain kernel on the H200, with them at the default scope level with it
+// (validation/results/profile-sm90-cluster-scope-h200-2026-11-29/).
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
-    if constexpr (kClusterScope) {
-        asm volatile(
-            "{\n\t.reg .b32 remote;\n\t"
-            "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
-            : "memory");
-    } else {
-        asm volatile(
-            "{\n\t.reg .b32 remote;\n\t"
-            "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-            "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
-            : "memory");
-    }
+    asm volatile(
+        "{\n\t.reg .b32 remote;\n\t"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}" ::"r"(bar), "r"(rank)
+        : "memory");
 }
 
 // ----------------------------------------------------------------------------------- TMA

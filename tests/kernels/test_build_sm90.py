@@ -137,3 +137,19 @@ def test_the_wide_dynamic_builds_spill_exactly_where_said(tmp_path):
     ptxas = reports.parse_ptxas(log)
     spilling = {c.name for c in wide if ptxas[codegen.sm90_kernel(c, "bf16", True)]["spill_stores"] > 0}
     assert spilling == set(flash_sm90.WIDE_DYNAMIC_SPILLING)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_cluster_builds_spill_exactly_where_said(tmp_path):
+    """The plain kernels built as clusters of two CTAs (CLUSTER, the launcher's default for long tiles,
+    kernels.sm90_schedule.pairs_tiles): every shipped config's build is clean but those in CLUSTER_SPILLING, which
+    the launcher does not pair."""
+    from kernels import flash_sm90
+    from kernels.sm90_schedule import CLUSTER_SPILLING
+
+    _, log = compile.run_nvcc(codegen.sm90_unit([(c, "bf16", False) for c in SHIPPED]), "sm_90a", tmp_path,
+                              "cluster", ("-Xptxas", "-v", f"-D{flash_sm90.CLUSTER}"))
+    ptxas = reports.parse_ptxas(log)
+    spilling = {c.name for c in SHIPPED if ptxas[codegen.sm90_kernel(c, "bf16", False)]["spill_stores"] > 0}
+    assert spilling == set(CLUSTER_SPILLING)

@@ -26,6 +26,35 @@ def test_a_cluster_pairs_the_plain_walks_tiles_only():
         size((flash_sm90.CLUSTER,), False, 32, CFG)
 
 
+def _shape(N_q, N_k=None, d=128, causal=False):
+    return {"B": 2, "H": 8, "H_kv": 8, "N_q": N_q, "N_k": N_k or N_q, "d": d, "causal": causal}
+
+
+def test_the_launcher_pairs_the_plain_kernels_long_tiles_by_default():
+    from kernels.sm90_schedule import CLUSTER_MIN_KEYS, pairs_tiles, schedule
+    from kernels.window import Window
+
+    def defines(s, block_m=128, **kw):
+        cfg = Sm90Config(block_m, 128, 2, s["d"], block_m // 64)
+        return schedule(s, block_m, 132, 50 << 20, 2, config=cfg, **kw).defines
+
+    assert CLUSTER_MIN_KEYS == 4096
+    assert defines(_shape(4096)) == (flash_sm90.CLUSTER,)            # 32 tiles a head, 4096 keys
+    assert defines(_shape(256, 16384)) == (flash_sm90.CLUSTER,)      # two tiles pair, N_q != N_k
+    assert defines(_shape(16384, d=64), 192) == (flash_sm90.CLUSTER,)   # 86 tiles of 192 rows
+    assert defines(_shape(32768, d=64), 192) == ()                   # 171: the last tile has no partner
+    assert defines(_shape(4096, 4095)) == ()                         # tiles too short to gain
+    assert defines(_shape(4096, causal=True)) == ()
+    assert defines(_shape(4096), varlen=True) == ()
+    assert defines(_shape(4096), modified=True) == ()
+    assert defines(_shape(4096), window=Window(1024, 1024)) == ()
+    # an A/B run's defines, or a grid of one CTA a tile, keep the plain kernel
+    assert defines(_shape(4096), defines=()) == () and defines(_shape(4096), persistent=False) == ()
+    assert schedule(_shape(4096), 128, 132, 50 << 20, 2).defines == ()   # no config given: not asked
+    assert pairs_tiles(_shape(8192), CFG) and not pairs_tiles(_shape(8192 - 128), CFG)
+    assert not pairs_tiles(_shape(8192, d=256), Sm90Config(128, 80, 2, 256, 2))   # its cluster build spills
+
+
 @needs_nvcc
 @pytest.mark.slow
 def test_only_the_plain_kernel_takes_a_cluster_and_nothing_spills(tmp_path):

@@ -1,7 +1,8 @@
-"""GPU correctness of the wgmma forward's cluster build (A/B knob SM90_CLUSTER, kernels/sm90_schedule.py CLUSTER): the
-plain kernel as pairs of CTAs on adjacent tiles of one head, K and V chunks multicast.  Against float32 with the tail
-split, a short last tile, N_q != N_k, GQA, fp16, a grid of one cluster a pair; bit for bit against the build without
-clusters (both unsplit: the same tiles' arithmetic); the launcher's refusals."""
+"""GPU correctness of the wgmma forward's cluster build (SM90_CLUSTER, kernels/sm90_schedule.py CLUSTER; the launcher's
+default for the plain kernel's long tiles, pairs_tiles): pairs of CTAs on adjacent tiles of one head, K and V chunks
+multicast.  Against float32 with the tail split, a short last tile, N_q != N_k, GQA, fp16, a grid of one cluster a
+pair; bit for bit against the build without clusters (both unsplit: the same tiles' arithmetic); the launcher's
+refusals and its default."""
 from __future__ import annotations
 
 import math
@@ -79,3 +80,23 @@ def test_the_launcher_refuses_what_cannot_pair(random_qkv):
         flash_sm90.attention(q, k, v, config=cfg, _defines=CLUSTER)
     with pytest.raises(ValueError, match="fixed walk"):
         flash_sm90.attention(q, k, v, causal=True, config=cfg, _defines=CLUSTER)
+
+
+def test_the_default_launch_pairs_long_plain_tiles(random_qkv):
+    """Without knobs the launcher pairs a plain launch whose tiles stream at least CLUSTER_MIN_KEYS keys (here
+    5000: a part-filled last chunk), through the SDPA layout and FlashAttention's (a strided view), and keeps the
+    plain kernel where a head's tiles do not pair."""
+    from kernels import flash_attn_func
+
+    cfg = Sm90Config(128, 128, 2, 128, 2)
+    q, k, v = _inputs(random_qkv, cfg, 2, 6, 2, 1024, 5000, torch.bfloat16)   # 8 tiles a head, GQA
+    run = flash_sm90.plan(q, k, v, False, cfg)
+    assert flash_sm90.CLUSTER in run.schedule.defines and run.prepared.grid[0] % 2 == 0
+    o, lse = run(q, k, v, True)
+    _against_float32(o, lse, q, k, v, cfg, torch.bfloat16)
+    o_fa, lse_fa = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), return_lse=True)
+    _against_float32(o_fa.transpose(1, 2), lse_fa, q, k, v, cfg, torch.bfloat16)
+    q, k, v = _inputs(random_qkv, cfg, 1, 4, 1, 1100, 4096, torch.bfloat16)   # 9 tiles a head: the plain kernel
+    assert flash_sm90.CLUSTER not in flash_sm90.plan(q, k, v, False, cfg).schedule.defines
+    o, lse = flash_sm90.attention(q, k, v, config=cfg, return_lse=True)
+    _against_float32(o, lse, q, k, v, cfg, torch.bfloat16)

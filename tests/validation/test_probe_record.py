@@ -178,3 +178,17 @@ def test_sustained_lines_name_the_fastest_run_of_each_sampled_row_only():
     lines = probe_record.sustained_lines(rows, ("d", "N", "B"))
     assert len(lines) == 1 and lines[0].startswith("d128 N4096 B4 ours ")
     assert "sustained ms 1.2000" in lines[0] and "MHz [1590.0]" in lines[0] and "W [600.0]" in lines[0]
+
+
+def test_add_sustained_samples_each_callable_in_turn_and_skips_failed_rows():
+    calls = []
+
+    def sampled(f, sets, seconds):
+        calls.append(f)
+        return {"sm_mhz": 1500.0 + len(calls), "power_w": 600.0}
+
+    rows = [{"impl": "a"}, {"impl": "b", "error": "max abs diff 1.0"}, {"impl": "peer"}]
+    probe_record.add_sustained(rows, [("a", "fa"), ("b", "fb"), ("peer", "fp")], [()], sampled, repeats=2)
+    assert calls == ["fa", "fp", "fa", "fp"]
+    assert rows[0]["sm_mhz_runs"] == [1501.0, 1503.0] and rows[2]["power_w_runs"] == [600.0, 600.0]
+    assert "sm_mhz_runs" not in rows[1]

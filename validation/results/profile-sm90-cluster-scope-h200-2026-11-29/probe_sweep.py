@@ -1,0 +1,81 @@
+"""Probe: clusters of two CTAs (SM90_CLUSTER, the barriers at the default scope) against the plain kernel at every
+no-mask shape the launcher might give them: the sweep's (B N = 16384 tokens, H d = 2048; d = 64 / 128, N = 1024,
+4096, 16384), d = 64 at N = 32768 (171 tiles of 192 rows: only a config of 128-row tiles pairs them), d = 96, 192
+and 256, with cuDNN and FlashAttention-4 (where it imports) in the same groups.  Beside the launcher's config, one
+with another ring depth where the pair might want it (its wait on the slower CTA).
+1. each checked against cuDNN on the first of 3 fresh input sets, then all timed in one interleaved group;
+2. at N >= 16384 each run back to back for 1 s, three times in turn, under nvidia-smi (clock, power).
+Run from the repository root: PYTHONPATH=. python3 <this file> [rounds] [run]  -> $OUT/sweep-run<run>.json"""
+import os
+import sys
+import time
+
+import torch
+
+from iomodel import chooser, families
+from iomodel.families.flash_sm90 import Sm90Config
+from kernels import compile as kcompile, flash_sm90
+from validation import probe_record
+from validation.peers import peer_runners
+from validation.timing import CudaEventTimer
+
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = [(d, 2048 // d, N, 16384 // N) for d in (64, 128) for N in (1024, 4096, 16384)]   # (d, H, N, B)
+SHAPES += [(64, 32, 32768, 1), (96, 20, 16384, 1), (192, 10, 4096, 4), (192, 10, 16384, 1), (256, 8, 4096, 4),
+           (256, 8, 16384, 1)]
+EXTRA = {(64, 32, 4096, 4): [Sm90Config(192, 128, 3, 64, 3)], (64, 32, 16384, 1): [Sm90Config(192, 128, 3, 64, 3)],
+         (128, 16, 16384, 1): [Sm90Config(128, 128, 3, 128, 2)], (64, 32, 32768, 1): [Sm90Config(128, 128, 3, 64, 2)],
+         (192, 10, 16384, 1): [Sm90Config(128, 112, 2, 192, 2)]}
+PLAIN, CLUSTER = "", " cluster"
+
+
+def configs(d: int, H: int, N: int, B: int) -> list:
+    shape = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": False, "dtype": "bf16"}
+    picked = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), shape).config
+    return list(dict.fromkeys([picked] + EXTRA.get((d, H, N, B), [])))
+
+
+def variants(d: int, H: int, N: int, B: int) -> list:
+    """(label, config, defines): each config plain, and as clusters where its heads' tiles pair."""
+    label = families.get("flash_sm90").label
+    out = []
+    for c in configs(d, H, N, B):
+        out.append((label(c) + PLAIN, c, ()))
+        if -(-N // c.block_m) % 2 == 0:
+            out.append((label(c) + CLUSTER, c, (flash_sm90.CLUSTER,)))
+    return out
+
+
+def call(c, df):
+    return lambda q, k, v: flash_sm90.attention(q, k, v, config=c, _defines=df)
+
+
+def main():
+    t0 = time.time()
+    kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", False, df))(c, df)
+                         for s in SHAPES for _, c, df in variants(*s)])
+    print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
+    cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
+    sampled = probe_record.load(os.path.join(HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")).sampled
+    for d, H, N, B in SHAPES:
+        fns = [(lab, call(c, df)) for lab, c, df in variants(d, H, N, B)]
+        fns += [("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else []
+        peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
+        sets = probe_record.random_sets(B, H, N, d, seed=61 * N + d + 1000 * RUN)
+        timed = probe_record.checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns], sets, peer,
+                                          keep_going=True, rounds=ROUNDS, d=d, N=N, B=B, H=H, causal=False)
+        if N >= 16384:
+            probe_record.add_sustained(timed, fns + [peer], sets, sampled)
+        rows += timed
+        print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    probe_record.write(f"sweep-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
+                       f"scope-h200-2026-11-29/probe_sweep.py {ROUNDS} {RUN}", fa4=getattr(fa4, "version", None))
+    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
+    print("\n".join(probe_record.sustained_lines(rows)))
+
+
+if __name__ == "__main__":
+    main()
