@@ -133,9 +133,9 @@ def attention(q, k, v, causal: bool = False, config=None, scale=None, return_lse
     the natural-log LSE (B, H, N_q) float32.  ``out`` may be a preallocated contiguous output tensor.
     ``config``: an Sm90Config (or a dict of its fields); None asks the model (``iomodel.chooser``).
     ``window``: a ``kernels.window.Window``; ``mods``: a ``kernels.score_mods.ScoreMods`` (softcap, ALiBi).
-    Private knobs (A/B runs): ``_defines`` compile-time switches (default DEFAULT_DEFINES),
-    ``_persistent`` and ``_sections`` the grid and the query heads per causal scheduling section (default: the
-    rules of ``kernels.sm90_schedule.schedule``, which names the knobs' values), ``_pieces`` the tail split's
+    Private knobs (A/B runs): ``_defines`` compile-time switches, ``_persistent`` and ``_sections`` the grid and
+    the query heads per causal scheduling section (default: the rules of ``kernels.sm90_schedule.schedule``, which
+    names the knobs' values: e.g. CLUSTER for the plain kernel's long tiles), ``_pieces`` the tail split's
     pieces (default :func:`tail_split`'s).
     The checks and the launch's arguments are built once a call signature (``kernels.plans``).
     """

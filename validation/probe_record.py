@@ -8,8 +8,9 @@ import json
 import os
 import time
 
-__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained", "swapped_module",
-           "random_sets", "sm80_build", "sm80_precompile", "sm80_builds", "sm80_build_groups", "load"]
+__all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
+           "swapped_module", "random_sets", "sm80_build", "sm80_precompile", "sm80_builds", "sm80_build_groups",
+           "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"

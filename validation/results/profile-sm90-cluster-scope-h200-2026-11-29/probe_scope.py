@@ -22,7 +22,8 @@ from validation.timing import CudaEventTimer
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLUSTER_PROBE = probe_record.load(os.path.join(HERE, "..", "profile-sm90-lpt-small-h200-2026-11-29", "probe_cluster.py"))
+CLUSTER_PROBE = probe_record.load(os.path.join(HERE, "..", "profile-sm90-lpt-small-h200-2026-11-29",
+                                                "probe_cluster.py"))
 SHAPES = CLUSTER_PROBE.SHAPES
 SCOPE = "SM90_CLUSTER_CTA_SCOPE"
 BUILDS = {"": (), " cluster": (flash_sm90.CLUSTER,), " cluster cta": (flash_sm90.CLUSTER, SCOPE)}
@@ -70,12 +71,7 @@ def main():
         for r in timed:
             r.update(info.get(r["impl"], {}))
         if N >= 16384:
-            by = {r["impl"]: r for r in timed}
-            for _ in range(3):
-                for lab, f in fns + [peer]:
-                    if "error" not in by[lab]:
-                        for key, val in sampled(f, sets, 1.0).items():
-                            by[lab].setdefault(f"{key}_runs", []).append(val)
+            probe_record.add_sustained(timed, fns + [peer], sets, sampled)
         rows += timed
         print(f"d{d} N{N}: {time.time() - t0:.0f} s {info}", file=sys.stderr, flush=True)
     probe_record.write(f"scope-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"

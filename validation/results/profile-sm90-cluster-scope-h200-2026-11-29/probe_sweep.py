@@ -59,7 +59,8 @@ def main():
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
     cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
-    sampled = probe_record.load(os.path.join(HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")).sampled
+    power_probe = os.path.join(HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")
+    sampled = probe_record.load(power_probe).sampled
     for d, H, N, B in SHAPES:
         fns = [(lab, call(c, df)) for lab, c, df in variants(d, H, N, B)]
         fns += [("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else []

@@ -54,12 +54,7 @@ def main():
         timed = probe_record.checked_rows(timer, [f for _, f in vs], [lab for lab, _ in vs], sets, peer,
                                           keep_going=True, rounds=ROUNDS, d=d, N=N, B=B, H=H, causal=False)
         if N >= 16384:
-            by = {r["impl"]: r for r in timed}
-            for _ in range(3):
-                for lab, f in vs + [peer]:
-                    if "error" not in by[lab]:
-                        for key, val in sampled(f, sets, 1.0).items():
-                            by[lab].setdefault(f"{key}_runs", []).append(val)
+            probe_record.add_sustained(timed, vs + [peer], sets, sampled)
         rows += timed
         print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     probe_record.write(f"cluster-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-lpt-"
