@@ -9,11 +9,13 @@ import os
 import time
 
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
-           "swapped_module", "random_sets", "sm80_build", "sm80_precompile", "sm80_builds", "sm80_build_groups",
-           "load"]
+           "peer_group", "report", "swapped_module", "random_sets", "sm80_build", "sm80_precompile", "sm80_builds",
+           "sm80_build_groups", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
+#: the power probe of 2026-11-28: its `sampled` (a callable run back to back under nvidia-smi), used by later probes
+POWER_PROBE = "validation/results/profile-sm90-power-h200-2026-11-28/probe_power.py"
 
 
 def write(name: str, rows: list, command: str, **extra) -> str:
@@ -238,6 +240,30 @@ def add_sustained(rows: list[dict], fns, sets, sampled, repeats: int = 3, second
             if "error" not in by[label]:
                 for key, val in sampled(f, sets, seconds).items():
                     by[label].setdefault(f"{key}_runs", []).append(val)
+
+
+def peer_group(timer, runners, fns, sets, rounds: int, sampled=None, **fields) -> list[dict]:
+    """One shape's group without a mask, as the wgmma forward's cluster probes time it: `fns` ((label, callable)) and
+    FlashAttention-4 (where it imports), each checked against cuDNN, then timed beside it (``checked_rows``,
+    `keep_going`); with `sampled` (the power probe's) each also run back to back (``add_sustained``).  `runners`:
+    ``validation.peers.peer_runners``; `fields` label the rows (d, N, B, H)."""
+    cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
+    fns = list(fns) + ([("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else [])
+    peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
+    timed = checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns], sets, peer, keep_going=True,
+                         rounds=rounds, causal=False, **fields)
+    if sampled is not None:
+        add_sustained(timed, fns + [peer], sets, sampled)
+    return timed
+
+
+def report(name: str, rows: list, command: str, runners) -> None:
+    """A peer-group probe's end: its rows written (``write``, with FlashAttention-4's version), then each shape's
+    table against cuDNN and the sustained runs' lines printed."""
+    fa4 = runners["fa4"][0]
+    write(name, rows, command, fa4=getattr(fa4, "version", None))
+    print("\n".join(peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
+    print("\n".join(sustained_lines(rows)))
 
 
 def sustained_lines(rows: list[dict], keys: tuple[str, ...] = ("d", "N")) -> list[str]:

@@ -9,10 +9,15 @@ import pytest
 from validation import probe_record
 
 
-def test_record_holds_rows_command_and_where_it_ran(tmp_path, monkeypatch):
-    stub = types.SimpleNamespace(__version__="9.9.9+stub", cuda=types.SimpleNamespace(get_device_name=lambda: "Stub GPU"))
-    monkeypatch.setitem(sys.modules, "torch", stub)
+@pytest.fixture
+def stub_torch(tmp_path, monkeypatch):
+    """A torch that names its device and version, and $OUT in tmp_path: what ``write`` reads."""
+    cuda = types.SimpleNamespace(get_device_name=lambda: "Stub GPU")
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="9.9.9+stub", cuda=cuda))
     monkeypatch.setenv("OUT", str(tmp_path))
+
+
+def test_record_holds_rows_command_and_where_it_ran(tmp_path, stub_torch):
     rows = [{"impl": "a", "median_ms": 1.25}, {"impl": "b", "median_ms": 2.5}]
     path = probe_record.write("probe.json", rows, "python3 probe.py", note="extra field")
     got = json.loads((tmp_path / "probe.json").read_text())
@@ -192,3 +197,34 @@ def test_add_sustained_samples_each_callable_in_turn_and_skips_failed_rows():
     assert calls == ["fa", "fp", "fa", "fp"]
     assert rows[0]["sm_mhz_runs"] == [1501.0, 1503.0] and rows[2]["power_w_runs"] == [600.0, 600.0]
     assert "sm_mhz_runs" not in rows[1]
+
+
+def test_peer_group_adds_flashattention4_checks_against_cudnn_and_samples_when_asked(monkeypatch):
+    seen = {}
+
+    def checked(timer, fns, labels, sets, peer, keep_going=False, **fields):
+        seen.update(labels=labels, peer=peer[0], keep_going=keep_going, fields=fields)
+        return [{"impl": lab} for lab in labels] + [{"impl": peer[0]}]
+
+    monkeypatch.setattr(probe_record, "checked_rows", checked)
+    runners = {"sdpa_cudnn": (lambda q, k, v, causal: "cudnn",), "fa4": (lambda q, k, v, causal: "fa4",)}
+    sampled = lambda f, sets, seconds: {"sm_mhz": 1600.0}  # noqa: E731
+    rows = probe_record.peer_group(None, runners, [("ours", lambda q, k, v: "o")], [()], 7, sampled, d=64, N=16384)
+    assert seen["labels"] == ["ours", "fa4"] and seen["peer"] == "sdpa_cudnn" and seen["keep_going"]
+    assert seen["fields"] == {"rounds": 7, "causal": False, "d": 64, "N": 16384}
+    assert all(r["sm_mhz_runs"] == [1600.0] * 3 for r in rows)
+    runners["fa4"] = (None,)
+    rows = probe_record.peer_group(None, runners, [("ours", lambda q, k, v: "o")], [()], 7, None, d=64, N=4096)
+    assert seen["labels"] == ["ours"] and not any("sm_mhz_runs" in r for r in rows)
+
+
+def test_report_writes_the_rows_with_fa4s_version_then_prints_the_tables(tmp_path, stub_torch, capsys):
+    fa4 = types.SimpleNamespace(version="flash-attn-4 stub")
+    rows = [{"d": 64, "N": 4096, "B": 4, "impl": "ours", "median_ms": 1.0, "min_ms": 0.9},
+            {"d": 64, "N": 4096, "B": 4, "impl": "sdpa_cudnn", "median_ms": 1.1, "min_ms": 1.0,
+             "sustained_ms_runs": [1.2], "sm_mhz_runs": [1500.0], "power_w_runs": [600.0]}]
+    probe_record.report("run.json", rows, "python3 probe.py", {"fa4": (fa4,)})
+    got = json.loads((tmp_path / "run.json").read_text())
+    assert got["fa4"] == "flash-attn-4 stub" and got["rows"] == rows
+    out = capsys.readouterr().out
+    assert "sdpa_cudnn/this 1.100" in out and "sustained ms 1.2000" in out

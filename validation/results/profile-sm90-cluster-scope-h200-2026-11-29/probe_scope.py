@@ -56,28 +56,19 @@ def main():
                          for s in SHAPES for _, c, df in variants(*s)])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
-    cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
-    sampled = probe_record.load(os.path.join(
-        HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")).sampled
+    sampled = probe_record.load(probe_record.POWER_PROBE).sampled
     for d, H, N, B in SHAPES:
         vs = variants(d, H, N, B)
-        fns = [(lab, call(c, df)) for lab, c, df in vs]
-        fns += [("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else []
-        peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
         sets = probe_record.random_sets(B, H, N, d, seed=59 * N + d + 1000 * RUN)
         info = facts(vs, sets)
-        timed = probe_record.checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns], sets, peer,
-                                          keep_going=True, rounds=ROUNDS, d=d, N=N, B=B, H=H, causal=False)
+        timed = probe_record.peer_group(timer, runners, [(lab, call(c, df)) for lab, c, df in vs], sets, ROUNDS,
+                                        sampled if N >= 16384 else None, d=d, N=N, B=B, H=H)
         for r in timed:
             r.update(info.get(r["impl"], {}))
-        if N >= 16384:
-            probe_record.add_sustained(timed, fns + [peer], sets, sampled)
         rows += timed
         print(f"d{d} N{N}: {time.time() - t0:.0f} s {info}", file=sys.stderr, flush=True)
-    probe_record.write(f"scope-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
-                       f"scope-h200-2026-11-29/probe_scope.py {ROUNDS} {RUN}", fa4=getattr(fa4, "version", None))
-    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
-    print("\n".join(probe_record.sustained_lines(rows)))
+    probe_record.report(f"scope-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
+                        f"scope-h200-2026-11-29/probe_scope.py {ROUNDS} {RUN}", runners)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ with another ring depth where the pair might want it (its wait on the slower CTA
 1. each checked against cuDNN on the first of 3 fresh input sets, then all timed in one interleaved group;
 2. at N >= 16384 each run back to back for 1 s, three times in turn, under nvidia-smi (clock, power).
 Run from the repository root: PYTHONPATH=. python3 <this file> [rounds] [run]  -> $OUT/sweep-run<run>.json"""
-import os
 import sys
 import time
 
@@ -21,7 +20,6 @@ from validation.timing import CudaEventTimer
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = [(d, 2048 // d, N, 16384 // N) for d in (64, 128) for N in (1024, 4096, 16384)]   # (d, H, N, B)
 SHAPES += [(64, 32, 32768, 1), (96, 20, 16384, 1), (192, 10, 4096, 4), (192, 10, 16384, 1), (256, 8, 4096, 4),
            (256, 8, 16384, 1)]
@@ -58,24 +56,15 @@ def main():
                          for s in SHAPES for _, c, df in variants(*s)])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
-    cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
-    power_probe = os.path.join(HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")
-    sampled = probe_record.load(power_probe).sampled
+    sampled = probe_record.load(probe_record.POWER_PROBE).sampled
     for d, H, N, B in SHAPES:
         fns = [(lab, call(c, df)) for lab, c, df in variants(d, H, N, B)]
-        fns += [("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else []
-        peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
         sets = probe_record.random_sets(B, H, N, d, seed=61 * N + d + 1000 * RUN)
-        timed = probe_record.checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns], sets, peer,
-                                          keep_going=True, rounds=ROUNDS, d=d, N=N, B=B, H=H, causal=False)
-        if N >= 16384:
-            probe_record.add_sustained(timed, fns + [peer], sets, sampled)
-        rows += timed
+        rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS, sampled if N >= 16384 else None,
+                                        d=d, N=N, B=B, H=H)
         print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    probe_record.write(f"sweep-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
-                       f"scope-h200-2026-11-29/probe_sweep.py {ROUNDS} {RUN}", fa4=getattr(fa4, "version", None))
-    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
-    print("\n".join(probe_record.sustained_lines(rows)))
+    probe_record.report(f"sweep-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
+                        f"scope-h200-2026-11-29/probe_sweep.py {ROUNDS} {RUN}", runners)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ K and V (a chunk read once a pair of tiles), so less power at the cap and a high
 2. at N = 16384 each run back to back for 1 s, three times in turn, while nvidia-smi samples the SM clock and power
    (../profile-sm90-power-h200-2026-11-28/probe_power.py's `sampled`).
 Run from the repository root: PYTHONPATH=. python3 <this file> [rounds] [run]  -> $OUT/cluster-run<run>.json"""
-import os
 import sys
 import time
 
@@ -21,7 +20,6 @@ from validation.timing import CudaEventTimer
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = [(128, 16, 16384, 1), (64, 32, 16384, 1), (128, 16, 4096, 4), (64, 32, 4096, 4)]   # (d, H, N, B)
 EXTRA = {(128, 16, 16384, 1): [Sm90Config(128, 128, 2, 128, 2)]}   # full-run1/2's fastest there besides the pick
 BUILDS = {"": (), " cluster": (flash_sm90.CLUSTER,)}
@@ -44,23 +42,14 @@ def main():
                          for s in SHAPES for c in configs(*s) for df in BUILDS.values()])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
-    cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
-    probe_power = os.path.join(HERE, "..", "profile-sm90-power-h200-2026-11-28", "probe_power.py")
-    sampled = probe_record.load(probe_power).sampled
+    sampled = probe_record.load(probe_record.POWER_PROBE).sampled
     for d, H, N, B in SHAPES:
-        vs = variants(d, H, N, B) + ([("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else [])
-        peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
         sets = probe_record.random_sets(B, H, N, d, seed=53 * N + d + 1000 * RUN)
-        timed = probe_record.checked_rows(timer, [f for _, f in vs], [lab for lab, _ in vs], sets, peer,
-                                          keep_going=True, rounds=ROUNDS, d=d, N=N, B=B, H=H, causal=False)
-        if N >= 16384:
-            probe_record.add_sustained(timed, vs + [peer], sets, sampled)
-        rows += timed
+        rows += probe_record.peer_group(timer, runners, variants(d, H, N, B), sets, ROUNDS,
+                                        sampled if N >= 16384 else None, d=d, N=N, B=B, H=H)
         print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    probe_record.write(f"cluster-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-lpt-"
-                       f"small-h200-2026-11-29/probe_cluster.py {ROUNDS} {RUN}", fa4=getattr(fa4, "version", None))
-    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
-    print("\n".join(probe_record.sustained_lines(rows)))
+    probe_record.report(f"cluster-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-lpt-"
+                        f"small-h200-2026-11-29/probe_cluster.py {ROUNDS} {RUN}", runners)
 
 
 if __name__ == "__main__":
