@@ -10,7 +10,7 @@ import time
 
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
            "peer_group", "report", "swapped_module", "random_sets", "sm80_build", "sm80_precompile", "sm80_builds",
-           "sm80_build_groups", "load"]
+           "sm80_build_groups", "sm90_precompile", "sm90_call", "sm90_build_groups", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -137,6 +137,22 @@ def sm80_precompile(variants, workers: int = 16) -> int:
     return compile.precompile(jobs, workers=workers)
 
 
+def sm90_precompile(variants) -> int:
+    """Compile concurrently the wgmma forward's modules of `variants`, (config, causal, defines) each, in bf16 (the
+    plain, causal or lpt kernel each build's defines select).  Returns the number of builds."""
+    from kernels import compile as kcompile, flash_sm90
+
+    return kcompile.precompile([(lambda c, ca, df: lambda: flash_sm90.module(c, "bf16", ca, tuple(df)))(*v)
+                                for v in variants])
+
+
+def sm90_call(config, defines, causal: bool = False):
+    """The wgmma forward of `config` built with `defines` (an A/B build) as a callable of (q, k, v)."""
+    from kernels import flash_sm90
+
+    return lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=config, _defines=tuple(defines))
+
+
 def sm80_builds(q, k, v, causal: bool, configs, builds: dict) -> tuple[list, list]:
     """``sm80_build`` of every config (None: the model's pick) under every named build of `builds` ({tag:
     defines}): the callables and their labels ("[pick ]<config> <tag>")."""
@@ -187,20 +203,17 @@ def sm90_build_groups(shapes, builds: dict, seed_of, rounds: int = 5) -> list[di
     import sys
     import torch
     from iomodel import chooser, families
-    from kernels import compile as kcompile, flash_sm90
     from validation.peers import peer_runners
     from validation.timing import CudaEventTimer
 
     gpu = torch.cuda.get_device_name()   # the chooser resolves a device name to its spec
     picks = {s: chooser.choose(["flash_sm90"], gpu, {"B": s[3], "H": s[1], "H_kv": s[1], "N_q": s[2], "N_k": s[2],
                                                      "d": s[0], "causal": s[4], "dtype": "bf16"}) for s in shapes}
-    kcompile.precompile([(lambda c, ca, df: lambda: flash_sm90.module(c, "bf16", ca, df))(picks[s].config, s[4], df)
-                         for s in shapes for df in builds.values()])
+    sm90_precompile([(picks[s].config, s[4], df) for s in shapes for df in builds.values()])
     cudnn, timer, rows, t0 = peer_runners(torch)["sdpa_cudnn"][0], CudaEventTimer(), [], time.time()
     for d, H, N, B, causal in shapes:
         pick = picks[(d, H, N, B, causal)]
-        fns = [(lambda df: lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=pick.config,
-                                                                _defines=df))(df) for df in builds.values()]
+        fns = [sm90_call(pick.config, df, causal) for df in builds.values()]
         labels = [f"{families.get('flash_sm90').label(pick.config)} {tag}" for tag in builds]
         got = checked_rows(timer, fns, labels, random_sets(B, H, N, d, seed=seed_of(d, N)),
                            ("sdpa_cudnn", lambda q, k, v, c=causal: cudnn(q, k, v, c)), rounds=rounds, d=d, N=N, B=B,

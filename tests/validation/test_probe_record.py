@@ -228,3 +228,16 @@ def test_report_writes_the_rows_with_fa4s_version_then_prints_the_tables(tmp_pat
     assert got["fa4"] == "flash-attn-4 stub" and got["rows"] == rows
     out = capsys.readouterr().out
     assert "sdpa_cudnn/this 1.100" in out and "sustained ms 1.2000" in out
+
+
+def test_sm90_call_and_precompile_pass_the_build_on(monkeypatch):
+    from kernels import compile as kcompile, flash_sm90
+
+    calls = []
+    monkeypatch.setattr(flash_sm90, "attention", lambda q, k, v, **kw: calls.append(kw) or "o")
+    monkeypatch.setattr(flash_sm90, "module", lambda *a: calls.append(a))
+    monkeypatch.setattr(kcompile, "precompile", lambda jobs: [j() for j in jobs] and len(jobs))
+    assert probe_record.sm90_call("cfg", ["SM90_CLUSTER"])(1, 2, 3) == "o"
+    assert calls.pop() == {"causal": False, "config": "cfg", "_defines": ("SM90_CLUSTER",)}
+    assert probe_record.sm90_precompile([("a", False, ()), ("b", True, ["X"])]) == 2
+    assert calls == [("a", "bf16", False, ()), ("b", "bf16", True, ("X",))]

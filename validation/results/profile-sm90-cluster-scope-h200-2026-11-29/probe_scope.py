@@ -14,7 +14,7 @@ import time
 import torch
 
 from iomodel import families
-from kernels import compile as kcompile, flash_sm90
+from kernels import flash_sm90
 from validation import probe_record
 from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
@@ -34,10 +34,6 @@ def variants(d: int, H: int, N: int, B: int) -> list:
     return [(label(c) + tag, c, df) for c in CLUSTER_PROBE.configs(d, H, N, B) for tag, df in BUILDS.items()]
 
 
-def call(c, df):
-    return lambda q, k, v: flash_sm90.attention(q, k, v, config=c, _defines=df)
-
-
 def facts(vs, sets) -> dict:
     """Each build's grid, and whether the two cluster builds of one config agree bit for bit."""
     q, k, v = sets[0]
@@ -52,8 +48,7 @@ def facts(vs, sets) -> dict:
 
 def main():
     t0 = time.time()
-    kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", False, df))(c, df)
-                         for s in SHAPES for _, c, df in variants(*s)])
+    probe_record.sm90_precompile([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
     sampled = probe_record.load(probe_record.POWER_PROBE).sampled
@@ -61,7 +56,8 @@ def main():
         vs = variants(d, H, N, B)
         sets = probe_record.random_sets(B, H, N, d, seed=59 * N + d + 1000 * RUN)
         info = facts(vs, sets)
-        timed = probe_record.peer_group(timer, runners, [(lab, call(c, df)) for lab, c, df in vs], sets, ROUNDS,
+        fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in vs]
+        timed = probe_record.peer_group(timer, runners, fns, sets, ROUNDS,
                                         sampled if N >= 16384 else None, d=d, N=N, B=B, H=H)
         for r in timed:
             r.update(info.get(r["impl"], {}))

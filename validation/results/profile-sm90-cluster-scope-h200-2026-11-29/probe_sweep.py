@@ -13,7 +13,7 @@ import torch
 
 from iomodel import chooser, families
 from iomodel.families.flash_sm90 import Sm90Config
-from kernels import compile as kcompile, flash_sm90
+from kernels import flash_sm90
 from validation import probe_record
 from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
@@ -46,19 +46,14 @@ def variants(d: int, H: int, N: int, B: int) -> list:
     return out
 
 
-def call(c, df):
-    return lambda q, k, v: flash_sm90.attention(q, k, v, config=c, _defines=df)
-
-
 def main():
     t0 = time.time()
-    kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", False, df))(c, df)
-                         for s in SHAPES for _, c, df in variants(*s)])
+    probe_record.sm90_precompile([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
     sampled = probe_record.load(probe_record.POWER_PROBE).sampled
     for d, H, N, B in SHAPES:
-        fns = [(lab, call(c, df)) for lab, c, df in variants(d, H, N, B)]
+        fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in variants(d, H, N, B)]
         sets = probe_record.random_sets(B, H, N, d, seed=61 * N + d + 1000 * RUN)
         rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS, sampled if N >= 16384 else None,
                                         d=d, N=N, B=B, H=H)

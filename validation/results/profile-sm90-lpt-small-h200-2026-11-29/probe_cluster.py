@@ -13,7 +13,7 @@ import torch
 
 from iomodel import chooser, families
 from iomodel.families.flash_sm90 import Sm90Config
-from kernels import compile as kcompile, flash_sm90
+from kernels import flash_sm90
 from validation import probe_record
 from validation.peers import peer_runners
 from validation.timing import CudaEventTimer
@@ -32,14 +32,13 @@ def configs(d: int, H: int, N: int, B: int) -> list:
 
 def variants(d: int, H: int, N: int, B: int) -> list:
     label = families.get("flash_sm90").label
-    return [(label(c) + tag, lambda q, k, v, c=c, df=df: flash_sm90.attention(q, k, v, config=c, _defines=df))
+    return [(label(c) + tag, probe_record.sm90_call(c, df))
             for c in configs(d, H, N, B) for tag, df in BUILDS.items()]
 
 
 def main():
     t0 = time.time()
-    kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", False, df))(c, df)
-                         for s in SHAPES for c in configs(*s) for df in BUILDS.values()])
+    probe_record.sm90_precompile([(c, False, df) for s in SHAPES for c in configs(*s) for df in BUILDS.values()])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
     sampled = probe_record.load(probe_record.POWER_PROBE).sampled
