@@ -52,6 +52,12 @@
 #ifndef SM90_ALPHA_FIRST_MAX
 #define SM90_ALPHA_FIRST_MAX 64
 #endif
+#ifndef SM90_EXP_EMU
+#define SM90_EXP_EMU 0
+#endif
+#ifndef SM90_EXP_EMU_MAX
+#define SM90_EXP_EMU_MAX 64
+#endif
 #ifndef SM90_ALPHA_FIRST_CAUSAL_N
 #define SM90_ALPHA_FIRST_CAUSAL_N 128
 #endif
@@ -146,6 +152,10 @@ struct FwdTraits {
     static constexpr bool kAlphaCausal = kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0 && kHeadDim_ == 128 &&
                                          kBlockN_ <= SM90_ALPHA_FIRST_CAUSAL_N;
     static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly || kAlphaCausal;
+    // Every kEmuEvery-th group of a thread's four scores in an unmasked chunk takes its exponentials on the FMA
+    // pipe (ex2_poly) instead of the MUFU, which at d = 64 is as busy as the tensor cores (one EX2 a score
+    // against 4 d = 256 flops; 16 EX2s and 4096 flops a clock an SM).  0: none.
+    static constexpr int kEmuEvery = kHeadDim_ <= SM90_EXP_EMU_MAX ? SM90_EXP_EMU : 0;
     // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
     // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise
@@ -241,7 +251,7 @@ __device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap
 // Returns the rescale factors alpha for O; l is a per-thread partial row sum (quad-reduced at end).
 template <class T>
 __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float (&m)[2], float (&l)[2],
-                                               float (&alpha)[2], float scale_log2) {
+                                               float (&alpha)[2], float scale_log2, bool emulate = false) {
     float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
 #pragma unroll
     for (int i = 1; i < T::kBlockN / 8; ++i) {
@@ -267,7 +277,9 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int r = e >> 1;
-            const float p = ex2(__fmaf_rn(s[4 * i + e], scale_log2, -mu[r]));
+            const float x = __fmaf_rn(s[4 * i + e], scale_log2, -mu[r]);
+            const float p = (T::kEmuEvery > 0 && emulate && i % T::kEmuEvery == T::kEmuEvery - 1) ? ex2_poly(x)
+                                                                                                 : ex2(x);
             s[4 * i + e] = p;
             sum[r] += p;
         }
@@ -916,7 +928,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         if (it == own - 1) mbar_arrive(emptyQ);
                         if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     }
-                    online_softmax<T>(s, m, l, alpha, scale_log2);
+                    online_softmax<T>(s, m, l, alpha, scale_log2, !masked);
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
                     fence_regs(p);
