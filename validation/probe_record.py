@@ -9,8 +9,9 @@ import os
 import time
 
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
-           "peer_group", "report", "swapped_module", "random_sets", "sm80_build", "sm80_precompile", "sm80_builds",
-           "sm80_build_groups", "sm90_precompile", "sm90_call", "sm90_build_groups", "load"]
+           "peer_group", "report", "output_distances", "distance_lines", "swapped_module", "random_sets", "sm80_build",
+           "sm80_precompile", "sm80_builds", "sm80_build_groups", "sm90_precompile", "sm90_call", "sm90_build_groups",
+           "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -255,28 +256,57 @@ def add_sustained(rows: list[dict], fns, sets, sampled, repeats: int = 3, second
                     by[label].setdefault(f"{key}_runs", []).append(val)
 
 
-def peer_group(timer, runners, fns, sets, rounds: int, sampled=None, **fields) -> list[dict]:
-    """One shape's group without a mask, as the wgmma forward's cluster probes time it: `fns` ((label, callable)) and
-    FlashAttention-4 (where it imports), each checked against cuDNN, then timed beside it (``checked_rows``,
-    `keep_going`); with `sampled` (the power probe's) each also run back to back (``add_sustained``).  `runners`:
-    ``validation.peers.peer_runners``; `fields` label the rows (d, N, B, H)."""
+def peer_group(timer, runners, fns, sets, rounds: int, sampled=None, causal: bool = False, extra=None,
+               **fields) -> list[dict]:
+    """One shape's group (without a mask, or `causal`), as the wgmma forward's probes time it: `fns` ((label,
+    callable)) and FlashAttention-4 (where it imports), each checked against cuDNN, then timed beside it
+    (``checked_rows``, `keep_going`); with `sampled` (the power probe's) each also run back to back
+    (``add_sustained``).  `runners`: ``validation.peers.peer_runners``; `fields` label the rows (d, N, B, H);
+    `extra` ({label: fields}, e.g. ``output_distances``') is added to those labels' rows."""
     cudnn, fa4 = runners["sdpa_cudnn"][0], runners["fa4"][0]
-    fns = list(fns) + ([("fa4", lambda q, k, v: fa4(q, k, v, False))] if fa4 is not None else [])
-    peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False))
+    fns = list(fns) + ([("fa4", lambda q, k, v: fa4(q, k, v, causal))] if fa4 is not None else [])
+    peer = ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, causal))
     timed = checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns], sets, peer, keep_going=True,
-                         rounds=rounds, causal=False, **fields)
+                         rounds=rounds, causal=causal, **fields)
     if sampled is not None:
         add_sustained(timed, fns + [peer], sets, sampled)
+    for r in timed:
+        r.update((extra or {}).get(r["impl"], {}))
     return timed
 
 
-def report(name: str, rows: list, command: str, runners) -> None:
+def report(name: str, rows: list, command: str, runners, keys: tuple[str, ...] = ("d", "N", "B")) -> None:
     """A peer-group probe's end: its rows written (``write``, with FlashAttention-4's version), then each shape's
-    table against cuDNN and the sustained runs' lines printed."""
+    table against cuDNN (the rows grouped by `keys`) and the sustained runs' lines printed."""
     fa4 = runners["fa4"][0]
     write(name, rows, command, fa4=getattr(fa4, "version", None))
-    print("\n".join(peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
+    print("\n".join(peer_table(rows, keys, lambda r: r["impl"] == "sdpa_cudnn")))
     print("\n".join(sustained_lines(rows)))
+
+
+def output_distances(fns, inputs, reference) -> dict:
+    """Each of `fns` ((label, callable(q, k, v)), the first the build the others are set beside) run on `inputs`:
+    its output's max and mean |diff| from the first one's (``max_vs_shipped``, ``mean_vs_shipped``) and from
+    `reference`'s output (``max_vs_cudnn``, ``mean_vs_cudnn``), by label."""
+    ref = reference(*inputs).float()
+    outs = {lab: f(*inputs).float() for lab, f in fns}
+    base = next(iter(outs.values()))
+
+    def dist(a, b) -> tuple[float, float]:
+        diff = (a - b).abs()
+        return diff.max().item(), diff.mean().item()
+
+    out = {}
+    for lab, o in outs.items():
+        (mx_s, mean_s), (mx_r, mean_r) = dist(o, base), dist(o, ref)
+        out[lab] = {"max_vs_shipped": mx_s, "mean_vs_shipped": mean_s, "max_vs_cudnn": mx_r, "mean_vs_cudnn": mean_r}
+    return out
+
+
+def distance_lines(info: dict) -> list[str]:
+    """``output_distances``' result as lines: a build's max / mean |diff| from the first build and from cuDNN."""
+    return [f"   {lab:34} max/mean vs shipped {a['max_vs_shipped']:.2e}/{a['mean_vs_shipped']:.2e}  "
+            f"vs cuDNN {a['max_vs_cudnn']:.2e}/{a['mean_vs_cudnn']:.2e}" for lab, a in info.items()]
 
 
 def sustained_lines(rows: list[dict], keys: tuple[str, ...] = ("d", "N")) -> list[str]:

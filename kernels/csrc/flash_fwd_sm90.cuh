@@ -30,7 +30,7 @@
 // SM90_ALPHA_FIRST_CAUSAL_N (so do d = 128's plain causal kernels with chunks up to that many keys; 0 = none; A/B),
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
 // (the producer's K(n) and V(n) together) for A/B runs, SM90_CLUSTER (FwdTraits::kCluster: K and V multicast over
-// clusters of two CTAs) and SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
+// clusters of two CTAs), SM90_STALE_LOG2 (FwdTraits::kStaleLog2) and SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -52,11 +52,8 @@
 #ifndef SM90_ALPHA_FIRST_MAX
 #define SM90_ALPHA_FIRST_MAX 64
 #endif
-#ifndef SM90_EXP_EMU
-#define SM90_EXP_EMU 0
-#endif
-#ifndef SM90_EXP_EMU_MAX
-#define SM90_EXP_EMU_MAX 64
+#ifndef SM90_STALE_LOG2
+#define SM90_STALE_LOG2 8
 #endif
 #ifndef SM90_ALPHA_FIRST_CAUSAL_N
 #define SM90_ALPHA_FIRST_CAUSAL_N 128
@@ -113,13 +110,12 @@ struct FwdTraits {
 #else
     static constexpr bool kSplit = !kDynamic && !kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0;
 #endif
-    // SM90_CLUSTER (A/B): the plain kernel (no mask, window, modifier or varlen batch; the fixed walk) runs as
+    // SM90_CLUSTER: the plain kernel (no mask, window, modifier or varlen batch; the fixed walk) runs as
     // clusters of two CTAs (the instance's SM90_PLAIN_ATTRS) that walk pairs of adjacent tiles of one head: each
     // CTA loads half of every K and V chunk's rows and multicasts it to both, so the L2 serves each chunk once a
     // pair.  A stage is refilled once both CTAs' consumers released it (each warp arrives on both CTAs' empty
-    // barriers).  The launcher sizes the grid in pairs (kernels/flash_sm90.py) and the K and V boxes in half chunks.
-    // Not shipped: 15 to 27% slower on the H200 at a higher clock, the pair's coupling stalling the two-stage ring
-    // (validation/results/profile-sm90-lpt-small-h200-2026-11-29/cluster-run1.json).
+    // barriers).  The launcher sizes the grid in pairs (kernels/flash_sm90.py) and the K and V boxes in half chunks,
+    // and builds it where kernels/sm90_schedule.py pairs_tiles says (the plain kernel's long tiles; its runs there).
 #ifdef SM90_CLUSTER
     static constexpr int kCluster = (!kDynamic && !kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0) ? 2 : 1;
 #else
@@ -152,10 +148,15 @@ struct FwdTraits {
     static constexpr bool kAlphaCausal = kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0 && kHeadDim_ == 128 &&
                                          kBlockN_ <= SM90_ALPHA_FIRST_CAUSAL_N;
     static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly || kAlphaCausal;
-    // Every kEmuEvery-th group of a thread's four scores in an unmasked chunk takes its exponentials on the FMA
-    // pipe (ex2_poly) instead of the MUFU, which at d = 64 is as busy as the tensor cores (one EX2 a score
-    // against 4 d = 256 flops; 16 EX2s and 4096 flops a clock an SM).  0: none.
-    static constexpr int kEmuEvery = kHeadDim_ <= SM90_EXP_EMU_MAX ? SM90_EXP_EMU : 0;
+    // A stale max (the mma.sync forward's RESCALE_STALE): a warp keeps its rows' maxima while no row's grows by more
+    // than kStaleLog2 in exp2's exponent, its P then up to 2^kStaleLog2 (exact in the fp32 sums, a 16-bit P's
+    // relative precision), and skips alpha's EX2s, the row sums' and O's multiplies; 0: every chunk rescales.  The
+    // plain kernel ran 0.1 to 2.6% faster with it on the H200 (d = 64 N = 4096 and 32768, d = 96 and 256; within 0.2%
+    // at d = 128 N = 16384), the causal one 0.6 to 1.7% slower at d = 64 and d = 128 N = 4096
+    // (validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/): every kernel but the causal, windowed and
+    // score-modifier ones (varlen batches too, not measured apart; with a softcap and ALiBi d = 96's 192x112 spilled,
+    // tests/kernels/test_build_variants.py).  SM90_STALE_LOG2=0 (A/B): none.
+    static constexpr float kStaleLog2 = (!kCausal_ && !kLocal_ && kMods_ == 0) ? float(SM90_STALE_LOG2) : 0.f;
     // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
     // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise
@@ -248,10 +249,11 @@ __device__ __forceinline__ void apply_mods(float (&s)[T::kBlockN / 2], float cap
 
 // Online softmax on one S tile (in place: S -> unnormalised P in fp32).  m is kept in the scaled
 // log2 domain (m = max(S) * scale * log2 e), so p = exp2(S * scale_log2 - m) is one FFMA + EX2.
-// Returns the rescale factors alpha for O; l is a per-thread partial row sum (quad-reduced at end).
+// Sets the rescale factors alpha for O and returns whether O needs them (false: the warp's maxima kept, every
+// alpha 1; FwdTraits::kStaleLog2); l is a per-thread partial row sum (quad-reduced at end).
 template <class T>
-__device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float (&m)[2], float (&l)[2],
-                                               float (&alpha)[2], float scale_log2, bool emulate = false) {
+__device__ __forceinline__ bool online_softmax(float (&s)[T::kBlockN / 2], float (&m)[2], float (&l)[2],
+                                               float (&alpha)[2], float scale_log2) {
     float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
 #pragma unroll
     for (int i = 1; i < T::kBlockN / 8; ++i) {
@@ -263,13 +265,20 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
         mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
         mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
     }
-    float mu[2];
+    float mu[2], m_new[2] = {fmaxf(m[0], mx[0] * scale_log2), fmaxf(m[1], mx[1] * scale_log2)};
+    bool grow = true;   // (m = -inf: m + kStaleLog2 is too, so a first finite maximum always grows)
+    if constexpr (T::kStaleLog2 > 0.f)
+        grow = __any_sync(0xffffffffu, m_new[0] > m[0] + T::kStaleLog2 || m_new[1] > m[1] + T::kStaleLog2);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const float m_new = fmaxf(m[r], mx[r] * scale_log2);
-        mu[r] = (m_new == neg_inf()) ? 0.f : m_new;  // fully masked so far: keep exp2 finite
-        alpha[r] = ex2(m[r] - mu[r]);
-        m[r] = m_new;
+        if (grow) {
+            mu[r] = (m_new[r] == neg_inf()) ? 0.f : m_new[r];  // fully masked so far: keep exp2 finite
+            alpha[r] = ex2(m[r] - mu[r]);
+            m[r] = m_new[r];
+        } else {
+            mu[r] = (m[r] == neg_inf()) ? 0.f : m[r];
+            alpha[r] = 1.f;
+        }
     }
     float sum[2] = {T::kAlphaFirst ? l[0] * alpha[0] : 0.f, T::kAlphaFirst ? l[1] * alpha[1] : 0.f};
 #pragma unroll
@@ -277,15 +286,14 @@ __device__ __forceinline__ void online_softmax(float (&s)[T::kBlockN / 2], float
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int r = e >> 1;
-            const float x = __fmaf_rn(s[4 * i + e], scale_log2, -mu[r]);
-            const float p = (T::kEmuEvery > 0 && emulate && i % T::kEmuEvery == T::kEmuEvery - 1) ? ex2_poly(x)
-                                                                                                 : ex2(x);
+            const float p = ex2(__fmaf_rn(s[4 * i + e], scale_log2, -mu[r]));
             s[4 * i + e] = p;
             sum[r] += p;
         }
     }
     l[0] = T::kAlphaFirst ? sum[0] : l[0] * alpha[0] + sum[0];
     l[1] = T::kAlphaFirst ? sum[1] : l[1] * alpha[1] + sum[1];
+    return grow;
 }
 
 template <class T>
@@ -862,6 +870,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 float s[T::kBlockN / 2];
                 u32 p[T::kBlockN / 4];
                 float alpha[2];
+                bool grew = true;   // whether O takes alpha (online_softmax)
                 auto need_mask = [&](int n) {
                     return (n + 1) * T::kBlockN > n_k ||
                            (T::kCausal && (n + 1) * T::kBlockN - 1 > wg_row_min + offset);
@@ -890,7 +899,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         if (own == 1) mbar_arrive(emptyQ);
                         if (need_mask(n)) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     }
-                    online_softmax<T>(s, m, l, alpha, scale_log2);
+                    grew = online_softmax<T>(s, m, l, alpha, scale_log2);
                     pack_p<T>(p, s);
                 }
                 IOM_TILE_TIME(3, 0);
@@ -910,7 +919,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     if constexpr (T::kRescaleEarly) {   // under the S product; O's registers change: fence again
-                        rescale_o<T>(o, alpha);
+                        if (grew) rescale_o<T>(o, alpha);
                         wgmma_fence();
                     }
                     wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + pstage * T::kBytesKV);
@@ -928,12 +937,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         if (it == own - 1) mbar_arrive(emptyQ);
                         if (masked) apply_mask<T>(s, n * T::kBlockN + 2 * (lane % 4), row0, n_k, offset);
                     }
-                    online_softmax<T>(s, m, l, alpha, scale_log2, !masked);
+                    grew = online_softmax<T>(s, m, l, alpha, scale_log2);
                     wgmma_wait<0>();  // PV(j) done: O and P registers are free again
                     fence_regs(o);
                     fence_regs(p);
                     release_kv(emptyV(pstage));
-                    if constexpr (!T::kRescaleEarly) rescale_o<T>(o, alpha);
+                    if constexpr (!T::kRescaleEarly) {
+                        if (grew) rescale_o<T>(o, alpha);
+                    }
                     pack_p<T>(p, s);
                 };
                 // The chunks that need a mask (causal diagonal, key tail) come first; the loop over
@@ -951,7 +962,9 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 // ---- last PV
                 mbar_wait(fullV(stage), phase);
                 turn_wait();
-                if constexpr (T::kRescaleEarly) rescale_o<T>(o, alpha);
+                if constexpr (T::kRescaleEarly) {
+                    if (grew) rescale_o<T>(o, alpha);
+                }
                 wgmma_fence();
                 wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();

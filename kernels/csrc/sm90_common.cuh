@@ -197,20 +197,6 @@ __device__ __forceinline__ float ex2(float x) {
     return y;
 }
 
-// 2^x for finite x <= 0 on the FMA and integer pipes, not the MUFU (FlashAttention-4's exponential emulation):
-// x = j + f with j = round(x) (the 1.5 * 2^23 shift) and |f| <= 1/2, 2^f a cubic (relative error 1.0e-4,
-// below fp16's rounding of P), j added to its exponent bits.  x is clamped at -125 so the exponent stays
-// normal: 2^-125 where 2^x would underflow, so callers keep -inf (masked scores) away from it.
-__device__ __forceinline__ float ex2_poly(float x) {
-    const float shift = 12582912.f;  // 1.5 * 2^23: x + shift rounds x to an integer in the low mantissa bits
-    x = fmaxf(x, -125.f);
-    const float t = __fadd_rn(x, shift);
-    const float f = __fadd_rn(x, -__fadd_rn(t, -shift));
-    float p = __fmaf_rn(0.05500858f, f, 0.24221037f);
-    p = __fmaf_rn(p, f, 0.6932829f);
-    p = __fmaf_rn(p, f, 1.f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
 __device__ __forceinline__ float lg2(float x) {
     float y;
     asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

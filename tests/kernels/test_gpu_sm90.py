@@ -103,6 +103,31 @@ def test_large_scores_and_strides(d):
     check(BASE[d], torch.bfloat16, 2, 4, 2, 777, 900, True, layout="bnhd")
 
 
+@pytest.mark.parametrize("d", [32, 64, 96, 128, 192, 256])
+@pytest.mark.parametrize("growth", [64.0, 1000.0])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n_q, n_k", [(4096, 4096), (1000, 4097)])
+def test_the_stale_max_follows_rows_whose_maxima_grow_chunk_by_chunk(d, growth, dtype, n_q, n_k):
+    """The plain kernel's stale max (FwdTraits::kStaleLog2, 2^8): the chunks are visited from the last key down,
+    and here the scores grow towards key 0 by `growth` in exp2's exponent over the keys (about 2 a chunk: the
+    maxima stay stale for chunks on end and P nears 2^8; about 30: each chunk rescales).  4096 x 4096 runs as
+    clusters of two CTAs (tests/kernels/test_gpu_cluster_sm90.py), 1000 x 4097 with a masked key tail."""
+    torch.seed()  # fresh inputs every run
+    scale = 1.0 / math.sqrt(d)
+    q = torch.randn(1, 4, n_q, d, device="cuda")
+    k = torch.randn(1, 4, n_k, d, device="cuda")
+    q[..., 0] = 1.0
+    k[..., 0] = (growth / (scale * math.log2(math.e))) * (1.0 - torch.arange(n_k, device="cuda") / n_k)
+    q, k = q.to(dtype), k.to(dtype)
+    v = torch.randn(1, 4, n_k, d, device="cuda", dtype=dtype)
+    o, lse = flash_sm90.attention(q, k, v, scale=scale, return_lse=True)
+    torch.cuda.synchronize()
+    ref, ref_lse = reference(q, k, v, False, scale)
+    rel = float(torch.linalg.vector_norm((o.float() - ref).flatten()) / torch.linalg.vector_norm(ref.flatten()))
+    assert rel < (1e-2 if dtype == torch.bfloat16 else 5e-3), rel
+    assert float((lse - ref_lse).abs().max()) < 1e-2
+
+
 def test_default_config_and_scale():
     torch.seed()  # fresh inputs every run
     q = torch.randn(2, 4, 256, 128, device="cuda", dtype=torch.bfloat16)

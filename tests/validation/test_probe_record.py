@@ -4,6 +4,7 @@ import json
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from validation import probe_record
@@ -218,6 +219,22 @@ def test_peer_group_adds_flashattention4_checks_against_cudnn_and_samples_when_a
     assert seen["labels"] == ["ours"] and not any("sm_mhz_runs" in r for r in rows)
 
 
+def test_a_causal_peer_group_asks_its_peers_for_the_causal_mask(monkeypatch):
+    seen, asked = {}, []
+
+    def checked(timer, fns, labels, sets, peer, keep_going=False, **fields):
+        seen.update(fields=fields, outs=[f(1, 2, 3) for f in fns] + [peer[1](1, 2, 3)])
+        return [{"impl": lab} for lab in labels] + [{"impl": peer[0]}]
+
+    monkeypatch.setattr(probe_record, "checked_rows", checked)
+    runners = {"sdpa_cudnn": (lambda q, k, v, causal: asked.append(("cudnn", causal)),),
+               "fa4": (lambda q, k, v, causal: asked.append(("fa4", causal)),)}
+    rows = probe_record.peer_group(None, runners, [("ours", lambda q, k, v: "o")], [()], 5, causal=True,
+                                   extra={"ours": {"max_vs_shipped": 0.0}}, d=128, N=4096)
+    assert seen["fields"]["causal"] is True and asked == [("fa4", True), ("cudnn", True)]
+    assert rows[0] == {"impl": "ours", "max_vs_shipped": 0.0} and rows[1] == {"impl": "fa4"}
+
+
 def test_report_writes_the_rows_with_fa4s_version_then_prints_the_tables(tmp_path, stub_torch, capsys):
     fa4 = types.SimpleNamespace(version="flash-attn-4 stub")
     rows = [{"d": 64, "N": 4096, "B": 4, "impl": "ours", "median_ms": 1.0, "min_ms": 0.9},
@@ -241,3 +258,40 @@ def test_sm90_call_and_precompile_pass_the_build_on(monkeypatch):
     assert calls.pop() == {"causal": False, "config": "cfg", "_defines": ("SM90_CLUSTER",)}
     assert probe_record.sm90_precompile([("a", False, ()), ("b", True, ["X"])]) == 2
     assert calls == [("a", "bf16", False, ()), ("b", "bf16", True, ("X",))]
+
+
+class _Out:
+    """Just enough of a tensor for output_distances: float(), -, abs(), max(), mean(), item()."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a, dtype=float)
+
+    def float(self):
+        return self
+
+    def __sub__(self, other):
+        return _Out(self.a - other.a)
+
+    def abs(self):
+        return _Out(np.abs(self.a))
+
+    def max(self):
+        return _Out(self.a.max())
+
+    def mean(self):
+        return _Out(self.a.mean())
+
+    def item(self):
+        return float(self.a)
+
+
+def test_output_distances_set_each_build_beside_the_first_and_the_reference():
+    rng = np.random.default_rng()
+    base, other, ref = rng.standard_normal((3, 5))
+    fns = [("shipped", lambda q, k, v: _Out(base)), ("variant", lambda q, k, v: _Out(other))]
+    info = probe_record.output_distances(fns, (1, 2, 3), lambda q, k, v: _Out(ref))
+    assert info["shipped"]["max_vs_shipped"] == 0.0
+    assert info["variant"]["max_vs_shipped"] == pytest.approx(np.abs(other - base).max())
+    assert info["variant"]["mean_vs_cudnn"] == pytest.approx(np.abs(other - ref).mean())
+    lines = probe_record.distance_lines(info)
+    assert len(lines) == 2 and "variant" in lines[1] and f"{np.abs(other - ref).max():.2e}" in lines[1]

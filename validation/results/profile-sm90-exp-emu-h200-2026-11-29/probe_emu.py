@@ -41,19 +41,6 @@ def variants(d: int, H: int, N: int, B: int) -> list:
     return out
 
 
-def accuracy(vs, sets, cudnn) -> dict:
-    """Each build's max and mean |diff| from the shipped build's output and from cuDNN's, on the first set."""
-    q, k, v = sets[0]
-    ref = cudnn(q, k, v, False).float()
-    base = probe_record.sm90_call(vs[0][1], vs[0][2])(q, k, v).float()
-    out = {}
-    for lab, c, df in vs:
-        o = probe_record.sm90_call(c, df)(q, k, v).float()
-        out[lab] = {"max_vs_shipped": (o - base).abs().max().item(), "mean_vs_shipped": (o - base).abs().mean().item(),
-                    "max_vs_cudnn": (o - ref).abs().max().item(), "mean_vs_cudnn": (o - ref).abs().mean().item()}
-    return out
-
-
 def main():
     t0 = time.time()
     probe_record.sm90_precompile([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
@@ -63,17 +50,12 @@ def main():
     for d, H, N, B in SHAPES:
         vs = variants(d, H, N, B)
         sets = probe_record.random_sets(B, H, N, d, seed=67 * N + d + 1000 * RUN)
-        info = accuracy(vs, sets, runners["sdpa_cudnn"][0])
         fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in vs]
-        timed = probe_record.peer_group(timer, runners, fns, sets, ROUNDS,
-                                        sampled if N >= 16384 else None, d=d, N=N, B=B, H=H)
-        for r in timed:
-            r.update(info.get(r["impl"], {}))
-        rows += timed
+        info = probe_record.output_distances(fns, sets[0], lambda q, k, v: runners["sdpa_cudnn"][0](q, k, v, False))
+        rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS,
+                                        sampled if N >= 16384 else None, extra=info, d=d, N=N, B=B, H=H)
         print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-        for lab, a in info.items():
-            print(f"   {lab:34} max/mean vs shipped {a['max_vs_shipped']:.2e}/{a['mean_vs_shipped']:.2e}  "
-                  f"vs cuDNN {a['max_vs_cudnn']:.2e}/{a['mean_vs_cudnn']:.2e}", file=sys.stderr, flush=True)
+        print("\n".join(probe_record.distance_lines(info)), file=sys.stderr, flush=True)
     probe_record.report(f"emu-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-exp-emu-"
                         f"h200-2026-11-29/probe_emu.py {ROUNDS} {RUN}", runners)
 
