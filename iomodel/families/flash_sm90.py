@@ -150,12 +150,13 @@ def _launch_problem(shape) -> str:
 
 
 #: The kernel's stale max (FwdTraits::kStaleLog2: a warp's rows keep their maxima within 2^8 of their scores and
-#: rescale O only when one passes it, in every variant but the causal, windowed and score-modifier ones) is not drawn: the diagram's
-#: online softmax rescales each chunk.  Drawn (``stale_max=8`` without a mask) it cut the fp32 term by about a
-#: fifth and the predicted times by 0 to 3.7% (median 0.2%), and moved no pick but d = 96's at N >= 8192, from
-#: 192x112 c3 s3 to 128x192 c2 s2, which ran 4.1 to 7.6% slower on the H200 (the model prices d = 96's
-#: two-warpgroup tiles 7 to 9% fast, its three-warpgroup ones within 2%;
-#: validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/configs-run1.json).
+#: rescale O only when one passes it, in every variant but the causal, windowed and score-modifier ones) is not
+#: drawn: the diagram's online softmax rescales each chunk.  Drawn (``stale_max=8`` without a mask) it cut the fp32
+#: term by about a fifth and the predicted times by 0 to 3.7% (median 0.2%), and moved no pick but d = 96's at
+#: N >= 8192, from 192x112 c3 s3 to 128x192 c2 s2, which ran 4.1 to 7.6% slower on the H200: the model prices d = 96's
+#: two-warpgroup tiles 4.5 to 6.3% fast and its three-warpgroup ones from 1.6% fast to 6.0% slow (the 192x112 pick
+#: within 1.6%), and the stale max took 1.7% more off 128x192 than off 192x112
+#: (validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/configs-run1.json).
 def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 

@@ -295,3 +295,18 @@ def test_output_distances_set_each_build_beside_the_first_and_the_reference():
     assert info["variant"]["mean_vs_cudnn"] == pytest.approx(np.abs(other - ref).mean())
     lines = probe_record.distance_lines(info)
     assert len(lines) == 2 and "variant" in lines[1] and f"{np.abs(other - ref).max():.2e}" in lines[1]
+
+
+def test_sm90_peer_setup_compiles_first_then_hands_back_the_probes_tools(monkeypatch, stub_torch, capsys):
+    import validation.peers
+    import validation.timing
+
+    order = []
+    monkeypatch.setattr(probe_record, "sm90_precompile", lambda vs: order.append(("builds", list(vs))))
+    monkeypatch.setattr(validation.peers, "peer_runners", lambda torch: order.append("runners") or {"fa4": (None,)})
+    monkeypatch.setattr(validation.timing, "CudaEventTimer", lambda: "timer")
+    monkeypatch.setattr(probe_record, "load", lambda path: types.SimpleNamespace(sampled=path))
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([("cfg", False, ())])
+    assert order == [("builds", [("cfg", False, ())]), "runners"]
+    assert runners == {"fa4": (None,)} and timer == "timer" and sampled == probe_record.POWER_PROBE
+    assert t0 > 0 and "builds:" in capsys.readouterr().err

@@ -16,8 +16,6 @@ import torch
 from iomodel import families
 from kernels import flash_sm90
 from validation import probe_record
-from validation.peers import peer_runners
-from validation.timing import CudaEventTimer
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
@@ -47,11 +45,8 @@ def facts(vs, sets) -> dict:
 
 
 def main():
-    t0 = time.time()
-    probe_record.sm90_precompile([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
-    print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    runners, timer, rows = peer_runners(torch), CudaEventTimer(), []
-    sampled = probe_record.load(probe_record.POWER_PROBE).sampled
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
+    rows = []
     for d, H, N, B in SHAPES:
         vs = variants(d, H, N, B)
         sets = probe_record.random_sets(B, H, N, d, seed=59 * N + d + 1000 * RUN)
