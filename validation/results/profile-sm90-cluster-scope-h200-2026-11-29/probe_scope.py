@@ -45,7 +45,8 @@ def facts(vs, sets) -> dict:
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES
+                                                                for _, c, df in variants(*s)])
     rows = []
     for d, H, N, B in SHAPES:
         vs = variants(d, H, N, B)

@@ -45,7 +45,8 @@ def variants(d: int, H: int, N: int, B: int) -> list:
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES
+                                                                for _, c, df in variants(*s)])
     rows = []
     for d, H, N, B in SHAPES:
         fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in variants(d, H, N, B)]

@@ -45,7 +45,8 @@ def call(config, defines, causal):
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, s[4], df) for s in SHAPES for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, s[4], df) for s in SHAPES
+                                                                for _, c, df in variants(*s)])
     rows = []
     for d, H, N, B, causal in SHAPES:
         vs = variants(d, H, N, B, causal)
