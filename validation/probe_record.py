@@ -11,7 +11,7 @@ import time
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
            "peer_group", "report", "output_distances", "distance_lines", "swapped_module", "random_sets", "sm80_build",
            "sm80_precompile", "sm80_builds", "sm80_build_groups", "sm90_precompile", "sm90_call", "sm90_build_groups",
-           "sm90_peer_setup", "load"]
+           "sm90_peer_setup", "shape_sets", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -147,19 +147,28 @@ def sm90_precompile(variants) -> int:
                                 for v in variants])
 
 
-def sm90_peer_setup(variants):
-    """The opening of a wgmma-forward probe timed beside its peers (``peer_group``): the builds of `variants` compiled
-    concurrently (``sm90_precompile``, the time on stderr), then (start time, ``peer_runners``, a CudaEventTimer, the
-    power probe's `sampled`)."""
+def sm90_peer_setup(shapes, variants):
+    """The opening of a wgmma-forward probe timed beside its peers (``peer_group``): the builds of every shape's
+    `variants` ((label, config, defines) of ``variants(*shape)``; a shape (d, H, N, B) or (d, H, N, B, causal))
+    compiled concurrently (``sm90_precompile``, the time on stderr), then (start time, ``peer_runners``, a
+    CudaEventTimer, the power probe's `sampled`)."""
     import sys
     import torch
     from validation.peers import peer_runners
     from validation.timing import CudaEventTimer
 
     t0 = time.time()
-    sm90_precompile(variants)
+    sm90_precompile([(c, len(s) > 4 and bool(s[4]), df) for s in shapes for _, c, df in variants(*s)])
     print(f"builds: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     return t0, peer_runners(torch), CudaEventTimer(), load(POWER_PROBE).sampled
+
+
+def shape_sets(shapes, variants, seed_of):
+    """For each shape (d, H, N, B[, causal]): (the shape, ``variants(*shape)``, fresh inputs from ``random_sets``
+    seeded ``seed_of(*shape)``), one shape's inputs alive at a time."""
+    for s in shapes:
+        d, H, N, B = s[:4]
+        yield s, variants(*s), random_sets(B, H, N, d, seed=seed_of(*s))
 
 
 def sm90_call(config, defines, causal: bool = False):

@@ -151,8 +151,8 @@ struct FwdTraits {
     // A stale max (the mma.sync forward's RESCALE_STALE): a warp keeps its rows' maxima while no row's grows by more
     // than kStaleLog2 in exp2's exponent, its P then up to 2^kStaleLog2 (exact in the fp32 sums, a 16-bit P's
     // relative precision), and skips alpha's EX2s, the row sums' and O's multiplies; 0: every chunk rescales.  The
-    // plain kernel ran 0.1 to 2.6% faster with it on the H200 (d = 64 N = 4096 and 32768, d = 96 and 256; within 0.2%
-    // at d = 128 N = 16384), the causal one 0.6 to 1.7% slower at d = 64 and d = 128 N = 4096
+    // plain kernel ran 0.3 to 2.6% faster with it on the H200 (d = 64 N = 4096 and 32768, d = 96, d = 128 N = 4096 and
+    // d = 256; within 0.2% at d = 128 N = 16384), the causal one 0.6 to 1.7% slower at d = 64 and d = 128 N = 4096
     // (validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/): every kernel but the causal, windowed and
     // score-modifier ones (varlen batches too, not measured apart; with a softcap and ALiBi d = 96's 192x112 spilled,
     // tests/kernels/test_build_variants.py).  SM90_STALE_LOG2=0 (A/B): none.

@@ -306,7 +306,18 @@ def test_sm90_peer_setup_compiles_first_then_hands_back_the_probes_tools(monkeyp
     monkeypatch.setattr(validation.peers, "peer_runners", lambda torch: order.append("runners") or {"fa4": (None,)})
     monkeypatch.setattr(validation.timing, "CudaEventTimer", lambda: "timer")
     monkeypatch.setattr(probe_record, "load", lambda path: types.SimpleNamespace(sampled=path))
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([("cfg", False, ())])
-    assert order == [("builds", [("cfg", False, ())]), "runners"]
+    variants = lambda *s: [("lab", f"cfg{s[0]}", ("X",))]   # noqa: E731
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(64, 32, 4096, 4), (128, 16, 4096, 4, True)],
+                                                               variants)
+    assert order == [("builds", [("cfg64", False, ("X",)), ("cfg128", True, ("X",))]), "runners"]
     assert runners == {"fa4": (None,)} and timer == "timer" and sampled == probe_record.POWER_PROBE
     assert t0 > 0 and "builds:" in capsys.readouterr().err
+
+
+def test_shape_sets_hand_each_shape_its_variants_and_inputs_seeded_by_it(monkeypatch):
+    made = []
+    monkeypatch.setattr(probe_record, "random_sets", lambda B, H, N, d, seed: made.append((B, H, N, d, seed)) or seed)
+    shapes = [(64, 32, 4096, 4), (128, 16, 1024, 16, True)]
+    got = list(probe_record.shape_sets(shapes, lambda *s: [s[0]], lambda d, H, N, B, *c: N + d + len(c)))
+    assert got == [(shapes[0], [64], 4160), (shapes[1], [128], 1153)]
+    assert made == [(4, 32, 4096, 64, 4160), (16, 16, 1024, 128, 1153)]

@@ -45,19 +45,13 @@ def facts(vs, sets) -> dict:
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES
-                                                                for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup(SHAPES, variants)
     rows = []
-    for d, H, N, B in SHAPES:
-        vs = variants(d, H, N, B)
-        sets = probe_record.random_sets(B, H, N, d, seed=59 * N + d + 1000 * RUN)
+    for (d, H, N, B), vs, sets in probe_record.shape_sets(SHAPES, variants, lambda d, H, N, B: 59 * N + d + 1000 * RUN):
         info = facts(vs, sets)
         fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in vs]
-        timed = probe_record.peer_group(timer, runners, fns, sets, ROUNDS,
-                                        sampled if N >= 16384 else None, d=d, N=N, B=B, H=H)
-        for r in timed:
-            r.update(info.get(r["impl"], {}))
-        rows += timed
+        rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS,
+                                        sampled if N >= 16384 else None, extra=info, d=d, N=N, B=B, H=H)
         print(f"d{d} N{N}: {time.time() - t0:.0f} s {info}", file=sys.stderr, flush=True)
     probe_record.report(f"scope-run{RUN}.json", rows, "PYTHONPATH=. python3 validation/results/profile-sm90-cluster-"
                         f"scope-h200-2026-11-29/probe_scope.py {ROUNDS} {RUN}", runners)

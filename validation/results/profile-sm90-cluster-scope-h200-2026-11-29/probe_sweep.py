@@ -45,12 +45,10 @@ def variants(d: int, H: int, N: int, B: int) -> list:
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES
-                                                                for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup(SHAPES, variants)
     rows = []
-    for d, H, N, B in SHAPES:
-        fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in variants(d, H, N, B)]
-        sets = probe_record.random_sets(B, H, N, d, seed=61 * N + d + 1000 * RUN)
+    for (d, H, N, B), vs, sets in probe_record.shape_sets(SHAPES, variants, lambda d, H, N, B: 61 * N + d + 1000 * RUN):
+        fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in vs]
         rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS, sampled if N >= 16384 else None,
                                         d=d, N=N, B=B, H=H)
         print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)

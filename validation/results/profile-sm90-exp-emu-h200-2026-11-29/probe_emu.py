@@ -40,12 +40,9 @@ def variants(d: int, H: int, N: int, B: int) -> list:
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, False, df) for s in SHAPES
-                                                                for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup(SHAPES, variants)
     rows = []
-    for d, H, N, B in SHAPES:
-        vs = variants(d, H, N, B)
-        sets = probe_record.random_sets(B, H, N, d, seed=67 * N + d + 1000 * RUN)
+    for (d, H, N, B), vs, sets in probe_record.shape_sets(SHAPES, variants, lambda d, H, N, B: 67 * N + d + 1000 * RUN):
         fns = [(lab, probe_record.sm90_call(c, df)) for lab, c, df in vs]
         info = probe_record.output_distances(fns, sets[0], lambda q, k, v: runners["sdpa_cudnn"][0](q, k, v, False))
         rows += probe_record.peer_group(timer, runners, fns, sets, ROUNDS,

@@ -45,12 +45,10 @@ def call(config, defines, causal):
 
 
 def main():
-    t0, runners, timer, sampled = probe_record.sm90_peer_setup([(c, s[4], df) for s in SHAPES
-                                                                for _, c, df in variants(*s)])
+    t0, runners, timer, sampled = probe_record.sm90_peer_setup(SHAPES, variants)
     rows = []
-    for d, H, N, B, causal in SHAPES:
-        vs = variants(d, H, N, B, causal)
-        sets = probe_record.random_sets(B, H, N, d, seed=71 * N + d + causal + 1000 * RUN)
+    for (d, H, N, B, causal), vs, sets in probe_record.shape_sets(
+            SHAPES, variants, lambda d, H, N, B, causal: 71 * N + d + causal + 1000 * RUN):
         fns = [(lab, call(c, df, causal)) for lab, c, df in vs]
         info = probe_record.output_distances(fns, sets[0],
                                              lambda q, k, v: runners["sdpa_cudnn"][0](q, k, v, causal))
