@@ -228,6 +228,16 @@ class Diagram:
             raise DiagramError(f"online_softmax: diagram {self.name} has no softmax followed by a contraction over the same axis")
         return self._replace(ops=tuple(new_ops), outputs=self.outputs + tuple(lse_names))
 
+    def with_stale_max(self, stale_max: float) -> "Diagram":
+        """This diagram (relabeled or not) with every online softmax's stale-max margin set to `stale_max`
+        (0: the eager softmax, rescaled every chunk): for kernels whose variants differ in that policy alone."""
+        if stale_max < 0:
+            raise DiagramError(f"with_stale_max: a margin in exp2's exponent, >= 0; got {stale_max}")
+        if not any(isinstance(op, NormalizedContraction) for op in self.ops):
+            raise DiagramError(f"with_stale_max: diagram {self.name} has no online softmax (Diagram.online_softmax)")
+        return self._replace(ops=tuple(dataclasses.replace(op, stale_max=float(stale_max))
+                                       if isinstance(op, NormalizedContraction) else op for op in self.ops))
+
     def defer_scales(self) -> "Diagram":
         """Move a factor that is constant along a contraction's axis but complete only after that axis is
         reduced (RMSNorm's 1/rms) past the contraction, onto its accumulator (`diagrams.rewrites`)."""

@@ -86,6 +86,24 @@ def named_calibration(name) -> Calibration:
     return cal
 
 
+def family_diagram(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
+                   window: tuple[bool, bool] | None = None, mods: tuple[str, ...] = ()):
+    """The diagram (or program) of a family's variant that ``family_model`` derives: its plain or causal diagram,
+    or the plain one with a window's band; the score modifiers drawn on it (eager where the family's are)."""
+    fam = families.get(kernel)
+    if window is not None:
+        d = fam.window_band(fam.build(False, gqa), *window)
+    else:
+        d = fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa)
+    if mods and fam.mods_eager:
+        d = d.with_stale_max(0.0)
+    if mods:
+        from diagrams import library
+
+        d = library.score_mods(d, mods)
+    return d
+
+
 @functools.lru_cache(maxsize=None)
 def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
                  window: tuple[bool, bool] | None = None, mods: tuple[str, ...] = ()) -> ProgramModel:
@@ -93,15 +111,7 @@ def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
     (its bounds the symbols ``Wl`` and ``Wr``, the shape's ``window_left`` and ``window_right``).  `mods`:
     score modifiers (softcap, alibi) drawn on the family's scores (``diagrams.library.score_mods``)."""
     fam = families.get(kernel)
-    if window is not None:
-        d = fam.window_band(fam.build(False, gqa), *window)
-    else:
-        d = fam.build_for_dtype(dtype) if fam.build_for_dtype else fam.build(causal, gqa)
-    if mods:
-        from diagrams import library
-
-        d = library.score_mods(d, mods)
-    prog = as_program(d)
+    prog = as_program(family_diagram(kernel, causal, gqa, dtype, window, mods))
     plans = [dataclasses.replace(fam.kernel_plans.get(k.name, fam.plan), dtype=dtype) for k in prog.kernels]
     # a mask's blocks stream unequal steps: the tail split is for equal ones; the kernels split no score modifiers
     if causal or window is not None or mods:

@@ -103,6 +103,9 @@ class Family:
     # the score modifiers the kernel applies before its softmax (``diagrams.library.SCORE_MODS``: softcap,
     # alibi): the model draws them on the family's diagram (``library.score_mods``)
     score_mods: tuple[str, ...] = ()
+    # the kernel's score-modifier variants run the eager online softmax (rescaled every chunk) whatever stale max
+    # its diagram draws: the model redraws theirs eager (``Diagram.with_stale_max``)
+    mods_eager: bool = False
     # config fields that are on/off switches of the code (0 or 1) -> the word a label adds when one is on
     label_flags: Mapping[str, str] = field(default_factory=dict)
     # what the kernel's launch asks of a shape beyond its inputs and outputs (limits.py): the bytes it

@@ -118,7 +118,8 @@ SHIPPED: tuple[Sm90Config, ...] = (
 #: spill (d = 32, 64 and 256) and 2 fewer (192x128 d = 64 causal softcap ALiBi, 192x144 d = 32 window softcap
 #: ALiBi); K and V loaded together, 2 more (128x176 d = 128 and 128x192 d = 96 causal softcap ALiBi); each
 #: step's descriptor built whole, 1 more (128x112 d = 192 window softcap ALiBi) and 2 fewer (128x80 d = 256 window
-#: softcap ALiBi, causal and not).
+#: softcap ALiBi, causal and not).  The window kernels' stale max (2026-11-29) took three more off: the causal
+#: window builds of 128x256 d = 32, 192x128 d = 64 and 192x112 d = 96.
 SPILLING = (
     spilling(Sm90Config(128, 128, 1, 192, 2), "causal window softcap alibi")
     + spilling(Sm90Config(128, 80, 2, 256, 2), "causal window softcap alibi", "window softcap alibi")
@@ -128,12 +129,12 @@ SPILLING = (
                "causal window softcap alibi", "window alibi", "window softcap alibi")
     + spilling(Sm90Config(128, 176, 2, 96, 2), "causal window softcap alibi")
     + spilling(Sm90Config(128, 192, 2, 96, 2), "causal window alibi", "causal window softcap alibi")
-    + spilling(Sm90Config(128, 256, 2, 32, 2), "causal window", "causal window softcap", "causal window alibi",
+    + spilling(Sm90Config(128, 256, 2, 32, 2), "causal window softcap", "causal window alibi",
                "causal window softcap alibi")
     + spilling(Sm90Config(192, 96, 2, 96, 3), "causal window alibi")
-    + spilling(Sm90Config(192, 128, 2, 64, 3), "causal window", "causal window softcap", "causal window alibi",
+    + spilling(Sm90Config(192, 128, 2, 64, 3), "causal window softcap", "causal window alibi",
                "causal window softcap alibi", "causal softcap alibi")
-    + spilling(Sm90Config(192, 112, 3, 96, 3), "causal window", "causal window softcap", "causal window alibi",
+    + spilling(Sm90Config(192, 112, 3, 96, 3), "causal window softcap", "causal window alibi",
                "causal window softcap alibi")
     + spilling(Sm90Config(192, 144, 4, 32, 3), "causal window alibi", "causal window softcap alibi",
                "window softcap alibi")
@@ -149,21 +150,23 @@ def _launch_problem(shape) -> str:
     return ""
 
 
-#: The kernel's stale max (FwdTraits::kStaleLog2: a warp's rows keep their maxima within 2^8 of their scores and
-#: rescale O only when one passes it, in every variant but the causal, windowed and score-modifier ones) is not
-#: drawn: the diagram's online softmax rescales each chunk.  Drawn (``stale_max=8`` without a mask) it cut the fp32
-#: term by about a fifth and the predicted times by 0 to 3.7% (median 0.2%), and moved no pick but d = 96's at
-#: N >= 8192, from 192x112 c3 s3 to 128x192 c2 s2, which ran 4.1 to 7.6% slower on the H200: the model prices d = 96's
-#: two-warpgroup tiles 4.5 to 6.3% fast and its three-warpgroup ones from 1.6% fast to 6.0% slow (the 192x112 pick
-#: within 1.6%), and the stale max took 1.7% more off 128x192 than off 192x112
-#: (validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/configs-run1.json).
+#: The kernel's stale max (FwdTraits::kStaleLog2, SM90_STALE_LOG2 in kernels/csrc/flash_fwd_sm90.cuh): a warp's rows
+#: keep their maxima while no score passes them by more than 2^8 in exp2's exponent, and O is rescaled only when one
+#: does, in the plain and window kernels; the plain causal and the score-modifier kernels rescale every chunk (the
+#: causal diagram is drawn eager, the modifiers' redrawn so: the family's ``mods_eager``).  Drawn since 2026-11-29
+#: with the plan's refit below (before it, drawing it moved d = 96's pick to a tile 4 to 8% slower:
+#: validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/).
+STALE_LOG2 = 8.0
+
+
 def _diagram(causal: bool, gqa: bool):
     from diagrams import library
 
     # consumer warpgroups (128 threads) own `block_m / consumers` query rows each
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
-                                   unit_threads=128, skip_per_unit=True, smem_row_align=SMEM_ROW, **kw)
+                                   unit_threads=128, skip_per_unit=True, smem_row_align=SMEM_ROW,
+                                   stale_max=0.0 if causal else STALE_LOG2, **kw)
 
 
 def _window(diagram, left: bool, right: bool):
@@ -208,8 +211,22 @@ TAIL_OVERHEAD_STEPS = 5.0
 #: a measured 3.51 ms, validation/results/profile-sm90-cluster-scope-h200-2026-11-29/sweep-run1.json) and 1.16 to
 #: 1.19x causal at N = 4096 (predicted 1.12x; now 0.515 against 0.492 / 0.497 ms, h200-sxm-2026-11-29-shapes-run*).
 SINGLE_BUFFER_L2_OVERLAP = 0.75
-SM90_PLAN = dataclasses.replace(WGMMA.plan, interleave_max=2.2, interleave_slope=0.6, step_latency_cycles=200.0,
-                                step_latency_cycles_per_warp=55.0, tail_pieces_max=TAIL_PIECES_MAX,
+#: 2026-11-29, on the H200 (the kernel of f10b083: stale max, tail split, clusters): every shipped config at 24
+#: shapes (d = 32 to 256, N = 1024 to 32768, causal and not, (4096, 0) windows, a softcap) and the harness's rows
+#: against grids of five fields with the stale max drawn and not (validation/results/profile-sm90-model-refit-h200-
+#: 2026-11-29/refit_plan.py): a warpgroup hides 0.5 of another's work (was 0.6; cap 1 + 2 x 0.5), a stream step's
+#: latency 150 cycles (was 200) plus 55 a consumer warp, a block's prologue and epilogue 1500 cycles
+#: (BLOCK_LATENCY_CYCLES, was none: at N = 1024 causal each tile streams a few chunks, and those rows ran 10 to 21%
+#: slower than modelled), the stale max drawn.  Over the 238 rows on the shipped kernels (the window kernels' with
+#: their stale max): median |error| 4.7 -> 3.6%, signed -2.9 -> +0.2%; mean pick regret 0.64 -> 0.31%, at most 6.2
+#: -> 1.9% (the old picks at d = 96 N = 32768 causal, 128x192 c2, ran 6% behind 192x112 c3; at d = 32 with a
+#: softcap 128x256 c2 5.7% behind).  The grid's best median (2.9%: 75 cycles a step, 0.45) moved the d = 128
+#: window's pick to 128x176 s2, 4.3% behind 128x128 s3 (picks-run1.json): the model prices that tile 6 to 9% fast
+#: in a window and within 2% elsewhere.
+BLOCK_LATENCY_CYCLES = 1500.0
+SM90_PLAN = dataclasses.replace(WGMMA.plan, interleave_max=2.0, interleave_slope=0.5, step_latency_cycles=150.0,
+                                step_latency_cycles_per_warp=55.0, block_latency_cycles=BLOCK_LATENCY_CYCLES,
+                                tail_pieces_max=TAIL_PIECES_MAX,
                                 tail_overhead_steps=TAIL_OVERHEAD_STEPS,
                                 single_buffer_l2_overlap=SINGLE_BUFFER_L2_OVERLAP)
 
@@ -231,4 +248,5 @@ FAMILY = Family(
     window_band=_window,
     spilling_variants=SPILLING,
     score_mods=("softcap", "alibi"),   # SOFTCAP and ALIBI: tanh on the scores, a per-head distance bias
+    mods_eager=True,                   # kStaleLog2 is 0 in the score-modifier kernels (and the plain causal one)
 )

@@ -30,7 +30,8 @@
 // SM90_ALPHA_FIRST_CAUSAL_N (so do d = 128's plain causal kernels with chunks up to that many keys; 0 = none; A/B),
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
 // (the producer's K(n) and V(n) together) for A/B runs, SM90_CLUSTER (FwdTraits::kCluster: K and V multicast over
-// clusters of two CTAs), SM90_STALE_LOG2 (FwdTraits::kStaleLog2) and SM90_DESC_EACH_STEP (sm90_tiles.cuh) likewise,
+// clusters of two CTAs), SM90_STALE_LOG2 and SM90_STALE_LOCAL (FwdTraits::kStaleLog2) and SM90_DESC_EACH_STEP
+// (sm90_tiles.cuh) likewise,
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -54,6 +55,9 @@
 #endif
 #ifndef SM90_STALE_LOG2
 #define SM90_STALE_LOG2 8
+#endif
+#ifndef SM90_STALE_LOCAL
+#define SM90_STALE_LOCAL 1
 #endif
 #ifndef SM90_ALPHA_FIRST_CAUSAL_N
 #define SM90_ALPHA_FIRST_CAUSAL_N 128
@@ -155,8 +159,12 @@ struct FwdTraits {
     // d = 256; within 0.2% at d = 128 N = 16384), the causal one 0.6 to 1.7% slower at d = 64 and d = 128 N = 4096
     // (validation/results/profile-sm90-lazy-rescale-h200-2026-11-29/): every kernel but the causal, windowed and
     // score-modifier ones (varlen batches too, not measured apart; with a softcap and ALiBi d = 96's 192x112 spilled,
-    // tests/kernels/test_build_variants.py).  SM90_STALE_LOG2=0 (A/B): none.
-    static constexpr float kStaleLog2 = (!kCausal_ && !kLocal_ && kMods_ == 0) ? float(SM90_STALE_LOG2) : 0.f;
+    // tests/kernels/test_build_variants.py).  SM90_STALE_LOG2=0 (A/B): none.  The window kernels keep one too since
+    // 2026-11-29 ((4096, 0) at N = 32768: 0.5% faster at d = 64 and 128, 2.9% at d = 96, and d = 64's 192x128 no longer
+    // spills; validation/results/profile-sm90-model-refit-h200-2026-11-29/window-run1.json); SM90_STALE_LOCAL=0 (A/B):
+    // not them.
+    static constexpr float kStaleLog2 = ((!kCausal_ && !kLocal_) || (kLocal_ && SM90_STALE_LOCAL)) && kMods_ == 0
+                                            ? float(SM90_STALE_LOG2) : 0.f;
     // The producer loads V one chunk behind K (K(n), then V(n + 1)): the order the consumers take them in (S(n)
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
     // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise

@@ -66,3 +66,50 @@ def test_the_pseudocode_says_when_it_rescales():
     assert "2^8" in stale and "stale" in stale and "_acc *= alpha" in stale
     eager = pseudocode(flash_sm80.EAGER_PEER.build(True, False))
     assert "stale" not in eager and "rescale: alpha = exp(m - m_new)" in eager
+
+
+def test_with_stale_max_sets_the_margin_of_a_relabeled_diagram():
+    d = library.flash_attention(stale_max=8.0)
+    banded = library.window_band(d, True, False)
+    assert _contraction(banded.with_stale_max(0.0)).stale_max == 0.0
+    assert _contraction(banded.with_stale_max(0.0).with_stale_max(4.0)).stale_max == 4.0
+    assert _contraction(banded).stale_max == 8.0   # a copy: the diagram it came from keeps its margin
+    with pytest.raises(DiagramError, match="with_stale_max"):
+        d.with_stale_max(-1.0)
+    plain = library.attention()
+    with pytest.raises(DiagramError, match="no online softmax"):
+        plain.with_stale_max(0.0)
+
+
+@pytest.mark.parametrize("causal, window, mods, stale", [
+    (False, None, (), True), (True, None, (), False), (False, (True, True), (), True), (False, (True, False), (), True),
+    (False, None, ("softcap",), False), (True, None, ("alibi",), False), (False, (True, True), ("softcap",), False)])
+def test_the_wgmma_model_keeps_a_stale_max_where_its_kernel_does(causal, window, mods, stale):
+    # FwdTraits::kStaleLog2: the plain and window kernels keep one, the plain causal and score-modifier ones do not
+    from iomodel.families import flash_sm90
+
+    d = api.family_diagram("flash_sm90", causal, False, "bf16", window, mods)
+    assert _contraction(d).stale_max == (flash_sm90.STALE_LOG2 if stale else 0.0)
+
+
+def test_the_wgmma_stale_max_takes_the_rescale_work_off_the_plain_kernel_alone():
+    from iomodel.families.flash_sm90 import Sm90Config
+
+    cfg, base = Sm90Config(128, 128, 2, 128, 2), {"B": 1, "H": 4, "H_kv": 4, "N_q": 2048, "N_k": 2048, "d": 128,
+                                                  "dtype": "bf16"}
+    plain = api.predict("flash_sm90", "h100-sxm", {**base, "causal": False}, cfg).executed_flops
+    capped = api.predict("flash_sm90", "h100-sxm", {**base, "causal": False, "softcap": 30.0}, cfg).executed_flops
+    # rows x chunks: the eager softmax's EX2 of each row's correction, beside the softcap's tanh a score
+    rows_chunks, scores = 4 * 2048 * (2048 // 128), 4 * 2048 * 2048
+    assert capped["exp"] - plain["exp"] == scores + rows_chunks
+
+
+def test_the_wgmma_header_and_the_model_agree_on_the_policy():
+    from iomodel.families import flash_sm90
+
+    fwd = (CSRC / "flash_fwd_sm90.cuh").read_text()
+    margin = re.search(r"#define SM90_STALE_LOG2 ([0-9]+)\n", fwd)
+    assert margin and float(margin.group(1)) == flash_sm90.STALE_LOG2
+    assert re.search(r"#define SM90_STALE_LOCAL 1\n", fwd)
+    assert "((!kCausal_ && !kLocal_) || (kLocal_ && SM90_STALE_LOCAL)) && kMods_ == 0" in fwd
+    assert flash_sm90.FAMILY.mods_eager

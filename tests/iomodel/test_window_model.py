@@ -57,15 +57,18 @@ def test_only_a_family_with_a_window_takes_one():
         predict("flash_bwd_sm80", "h100-sxm", shape, families.get("flash_bwd_sm80").shipped[0])
     with pytest.raises(ModelError, match="window_left must be an integer >= -1"):
         predict("flash_sm80", "h100-sxm", {**shape, "window_left": -3}, CFG)
+    withheld = 0   # (every flash_sm90 config runs a plain causal window since its stale max of 2026-11-29)
     for name in ("flash_sm80", "flash_sm90"):
         pick = choose([name], "h100-sxm", shape)
         fam = families.get(name)
         unshipped = fam.unshipped_for({"causal", "window"})
-        assert pick.config not in unshipped and unshipped
+        assert pick.config not in unshipped
+        withheld += len(unshipped)
         for c in unshipped:   # not offered for the window, offered for plain causal attention (unless that spills)
             assert c not in fam.shipped_for({**shape, "d": c.head_dim})
             assert (c in fam.shipped_for(_shape(8192, 8192, causal=True) | {"d": c.head_dim})
                     or (c, frozenset({"causal"})) in fam.spilling_variants)
+    assert withheld
     # on an H100 the wgmma kernel's window is the pick, about four times faster than its causal attention
     both = ["flash_sm80", "flash_sm90"]
     band = choose(both, "h100-sxm", _shape(32768, 32768, 4096, 0, causal=True))
