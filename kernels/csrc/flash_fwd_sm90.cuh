@@ -31,7 +31,8 @@
 // SM90_DYNAMIC_FULL (the dynamic schedule without a mask too), SM90_UNROTATED (tile_of_round) and SM90_KV_TOGETHER
 // (the producer's K(n) and V(n) together) for A/B runs, SM90_CLUSTER (FwdTraits::kCluster: K and V multicast over
 // clusters of two CTAs), SM90_STALE_LOG2 and SM90_STALE_LOCAL (FwdTraits::kStaleLog2) and SM90_DESC_EACH_STEP
-// (sm90_tiles.cuh) likewise,
+// (sm90_tiles.cuh) likewise, SM90_ALPHA_LOCAL and SM90_VLAG_LOCAL (A/B: the window kernels with alpha first at
+// d = 128, and with V one chunk behind K; kAlphaCausal, kVLag),
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -58,6 +59,12 @@
 #endif
 #ifndef SM90_STALE_LOCAL
 #define SM90_STALE_LOCAL 1
+#endif
+#ifndef SM90_ALPHA_LOCAL
+#define SM90_ALPHA_LOCAL 0
+#endif
+#ifndef SM90_VLAG_LOCAL
+#define SM90_VLAG_LOCAL 0
 #endif
 #ifndef SM90_ALPHA_FIRST_CAUSAL_N
 #define SM90_ALPHA_FIRST_CAUSAL_N 128
@@ -148,9 +155,11 @@ struct FwdTraits {
     // d = 128's plain causal kernels of chunks up to 128 keys take it: 128x128 s2 and s3 ran 0.1 to 4.5% faster in
     // one round and 1.5% / 0.8% faster on average in a second (where the unchanged 128x176 moved by -1.9 to +0.3%);
     // without a mask s3 ran 2 to 3% slower (validation/results/profile-sm90-alpha-tiles-h200-2026-11-28/).  Not the
-    // window or modifier kernels, whose spills were measured without it (iomodel/families/flash_sm90.py, SPILLING).
-    static constexpr bool kAlphaCausal = kCausal_ && !kLocal_ && !kVarlen_ && kMods_ == 0 && kHeadDim_ == 128 &&
-                                         kBlockN_ <= SM90_ALPHA_FIRST_CAUSAL_N;
+    // window or modifier kernels, whose spills were measured without it (iomodel/families/flash_sm90.py, SPILLING);
+    // SM90_ALPHA_LOCAL=1 (A/B) gives it to d = 128's window kernels: 1.7% slower at the (4096, 0) window of
+    // N = 32768 (validation/results/profile-sm90-model-refit-h200-2026-11-29/window-run2.json).
+    static constexpr bool kAlphaCausal = kCausal_ && (!kLocal_ || SM90_ALPHA_LOCAL) && !kVarlen_ && kMods_ == 0 &&
+                                         kHeadDim_ == 128 && kBlockN_ <= SM90_ALPHA_FIRST_CAUSAL_N;
     static constexpr bool kAlphaFirst = kHeadDim_ <= SM90_ALPHA_FIRST_MAX || kRescaleEarly || kAlphaCausal;
     // A stale max (the mma.sync forward's RESCALE_STALE): a warp keeps its rows' maxima while no row's grows by more
     // than kStaleLog2 in exp2's exponent, its P then up to 2^kStaleLog2 (exact in the fp32 sums, a 16-bit P's
@@ -169,11 +178,13 @@ struct FwdTraits {
     // is issued with P(n + 1) V(n + 1)), so the next K does not queue behind the V slot the consumers free
     // last, at the end of a step (2% at d = 64 N = 32768 causal, 0.4 to 3.4% at d = 256 causal, within noise
     // elsewhere: validation/results/profile-sm90-rescale-h200-2026-11-28/).  Not with a sliding window, whose
-    // producer (24 registers) then spilled.  SM90_KV_TOGETHER (A/B only): K(n) and V(n) together, as before.
+    // producer (24 registers) then spilled; on the window kernels' stale max the picks' builds do not, but the lag ran
+    // level to 1.1% slower there (SM90_VLAG_LOCAL=1, A/B; profile-sm90-model-refit-h200-2026-11-29/window-run2.json).
+    // SM90_KV_TOGETHER (A/B only): K(n) and V(n) together, as before.
 #ifdef SM90_KV_TOGETHER
     static constexpr bool kVLag = false;
 #else
-    static constexpr bool kVLag = !kLocal_;
+    static constexpr bool kVLag = !kLocal_ || SM90_VLAG_LOCAL;
 #endif
 
     static constexpr int kThreads = 128 * (kConsumers + 1);

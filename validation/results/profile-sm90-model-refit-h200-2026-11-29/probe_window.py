@@ -1,7 +1,9 @@
 """Probe: the (4096, 0) window at N = 32768 (d = 64, 96, 128), where FlashAttention-4 ran ahead of ours in
 ../h200-sxm-2026-11-29-shapes-run5.json: the launcher's pick built as shipped and with the stale max in the window
 kernel too (SM90_STALE_LOCAL=1), beside FlashAttention-4 (where it imports).  Each checked against the float32
-reference on the first of 3 fresh input sets, then all timed in one interleaved group a shape.
+reference on the first of 3 fresh input sets, then all timed in one interleaved group a shape.  Run 2 on: the
+stale max shipped there, the window kernels with alpha first (SM90_ALPHA_LOCAL=1, d = 128) and with V one chunk
+behind K (SM90_VLAG_LOCAL=1).
 Run from the repository root: PYTHONPATH=. python3 <this file> [rounds] [run]  -> $OUT/window-run<run>.json"""
 import sys
 import time
@@ -22,6 +24,9 @@ RUN = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 SHAPES = [(128, 16), (96, 21), (64, 32)]   # (d, H) at N = 32768, B = 1
 N, LEFT = 32768, 4096
 BUILDS = {"shipped": (), "stale local": ("SM90_STALE_LOCAL=1",)}
+if RUN >= 2:   # the stale max shipped: the window kernels with alpha first (d = 128) and V one chunk behind K
+    BUILDS = {"shipped": (), "alpha": ("SM90_ALPHA_LOCAL=1",), "vlag": ("SM90_VLAG_LOCAL=1",),
+              "alpha vlag": ("SM90_ALPHA_LOCAL=1", "SM90_VLAG_LOCAL=1")}
 
 
 def variants(d, H):
