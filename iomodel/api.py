@@ -119,15 +119,25 @@ def family_model(kernel: str, causal: bool, gqa: bool, dtype: str = "bf16",
     return build_model(derive(prog, exact=False), plans)
 
 
-def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
-    """The (cached) model of a family for a checked shape: its causality, grouped heads, dtype, window and
-    score modifiers."""
+def _variant(shape: Mapping) -> tuple:
+    """(causal, gqa, dtype, window, mods): a checked shape's variant as family_model and family_diagram take it."""
     gqa = shape.get("H_kv", 1) != shape.get("H", 1)
     mods = score_mods_of(shape)
     if is_windowed(shape):
         left, right = window_of(shape)
-        return family_model(kernel, False, gqa, shape["dtype"], (left >= 0, right >= 0), mods)
-    return family_model(kernel, window_of(shape)[1] == 0, gqa, shape["dtype"], None, mods)   # (-1, 0) is causal
+        return False, gqa, shape["dtype"], (left >= 0, right >= 0), mods
+    return window_of(shape)[1] == 0, gqa, shape["dtype"], None, mods   # (-1, 0) is causal
+
+
+def shape_model(kernel: str, shape: Mapping) -> ProgramModel:
+    """The (cached) model of a family for a checked shape: its causality, grouped heads, dtype, window and
+    score modifiers."""
+    return family_model(kernel, *_variant(shape))
+
+
+def shape_diagram(kernel: str, shape: Mapping):
+    """The diagram the model of `shape` derives (``family_diagram``): what pseudocode and draw show."""
+    return family_diagram(kernel, *_variant(shape))
 
 
 def prepare(kernel: str, gpu, shape: Mapping, calibration="auto"):

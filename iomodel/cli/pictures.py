@@ -5,7 +5,8 @@ import sys
 
 from .diagram_args import USER_ALGO, diagram_families, is_diagram_algo
 from .problem import (ALGO_FAMILIES, DECODE_ALGOS, FLASH, MATMUL_SIZES, calibration_for, checked, is_causal, is_gqa,
-                      problem, refuse_gpu_options, uses_diagram)
+                      no_attention_options, problem, refuse_gpu_options, score_mod_fields, uses_diagram,
+                      window_fields)
 from .reports import PAGE_FORMATS
 
 DRAW_FORMATS = {".svg": "svg", ".html": "html", ".htm": "html"}
@@ -22,6 +23,8 @@ def _shown_family(args) -> str:
 
 def _diagram_for(args):
     from diagrams import library
+    if uses_diagram(args) or args.algo in ("matmul", "softmax"):
+        no_attention_options(args)
     if uses_diagram(args):
         from .. import families
         return families.get(_shown_family(args)).build_for_dtype(getattr(args, "dtype", None) or "bf16")
@@ -31,9 +34,27 @@ def _diagram_for(args):
         return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
         return library.unfused_attention()
-    from .. import families
     # the family's own diagram: its symbols are the ones the search sets (the Hopper one: warpgroups; the backward)
-    return families.get(_shown_family(args)).build(is_causal(args), is_gqa(args))
+    return _variant_diagram(args)
+
+
+def _variant_diagram(args):
+    """The shown family's diagram of the variant the options ask for (causal, grouped heads, a window, score
+    modifiers; no sizes needed): the one its model derives (``api.shape_diagram``)."""
+    from .. import families
+    from ..api import shape_diagram
+    from ..errors import ModelError
+    from ..problems import is_windowed, score_mods_of
+
+    fam = families.get(_shown_family(args))
+    shape = {"H": 2 if is_gqa(args) else 1, "H_kv": 1, "causal": is_causal(args),
+             "dtype": getattr(args, "dtype", None) or "bf16", **window_fields(args), **score_mod_fields(args)}
+    if is_windowed(shape) and fam.window_band is None:
+        raise ModelError(f"{fam.name} has no sliding window (--window-size)")
+    missing = [m for m in score_mods_of(shape) if m not in fam.score_mods]
+    if missing:
+        raise ModelError(f"{fam.name} has no {' or '.join(missing)} (it has {', '.join(fam.score_mods) or 'none'})")
+    return shape_diagram(fam.name, shape)
 
 
 def _values_for(args, spec, cal) -> dict:

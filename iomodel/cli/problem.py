@@ -164,6 +164,8 @@ def refuse_gpu_options(args, why: str) -> None:
 def problem(args) -> tuple[tuple[str, ...], dict]:
     """Kernel families of the algorithm and its shape, from checked args."""
     fams = ALGO_FAMILIES[args.algo]
+    if uses_diagram(args) or args.algo in ("matmul", "softmax"):
+        no_attention_options(args)
     if uses_diagram(args):
         return fams, diagram_problem(args)
     if args.algo == "matmul":
@@ -177,6 +179,14 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
     shape = dict(B=args.batch, H=args.heads, H_kv=kv, N_q=args.seqlen, N_k=args.kv_seqlen or args.seqlen,
                  d=args.head_dim, causal=is_causal(args), dtype=args.dtype)
     return fams, {**shape, **window_fields(args), **score_mod_fields(args)}
+
+
+def no_attention_options(args) -> None:
+    """An algorithm without attention's scores takes no window and no score modifier: one line, not ignored."""
+    given = [flag for flag, attr in (("--window-size", "window_size"), ("--softcap", "softcap"), ("--alibi", "alibi"))
+             if getattr(args, attr, None)]
+    if given:
+        raise UsageError(f"{given[0]} applies to attention forwards, not --algo {args.algo}")
 
 
 def score_mod_fields(args) -> dict:

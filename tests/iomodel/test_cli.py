@@ -192,3 +192,14 @@ def test_json_on_tiles_and_gpus(cli):
 def test_pictures_to_standard_output(cli):
     code, out, _ = cli("draw", "--out", "-")
     assert code == 0 and out.startswith("<svg") and "wrote" not in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (("predict", "--algo", "matmul", "--softcap", "3"), "--softcap applies to attention forwards, not --algo matmul"),
+    (("pseudocode", "--algo", "softmax", "--window-size", "4,0"), "--window-size applies to attention forwards"),
+    (("draw", "--algo", "matmul", "--alibi", "--out", "-"), "--alibi applies to attention forwards"),
+    (("draw", "--kernel", "flash_bwd_sm80", "--window-size", "512,0", "--out", "-"), "has no sliding window"),
+    (("pseudocode", "--kernel", "unfused", "--softcap", "30"), "unfused has no softcap")])
+def test_options_an_algorithm_does_not_take_get_one_line(cli, args, says):
+    code, out, err = cli(*args)
+    assert code == 2 and says in err and "Traceback" not in err and not out

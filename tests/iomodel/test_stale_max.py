@@ -113,3 +113,15 @@ def test_the_wgmma_header_and_the_model_agree_on_the_policy():
     assert re.search(r"#define SM90_STALE_LOCAL 1\n", fwd)
     assert "((!kCausal_ && !kLocal_) || (kLocal_ && SM90_STALE_LOCAL)) && kMods_ == 0" in fwd
     assert flash_sm90.FAMILY.mods_eager
+
+
+@pytest.mark.parametrize("args, stale, shown", [
+    ((), True, None), (("--causal",), False, None),
+    (("--causal", "--window-size", "4096,0", "--seqlen", "32768"), True, "flash-attention-window"),
+    (("--softcap", "30"), False, "tanh")])
+def test_the_pseudocode_shows_the_variant_the_model_derives(cli, args, stale, shown):
+    # pseudocode draws the shape's own variant (its window and score modifiers), each with its kernel's policy
+    code, out, _ = cli("pseudocode", "--kernel", "flash_sm90", *args)
+    assert code == 0
+    assert ("# else m stays (stale)" in out) == stale and ("rescale: alpha = exp(m - m_new)" in out) != stale
+    assert shown is None or shown in out
