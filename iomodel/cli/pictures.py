@@ -33,16 +33,16 @@ def _diagram_for(args):
     if args.algo == "softmax":
         return library.softmax().online_softmax().group("n", "rb").group("n", 1, "reg").stream("m", 128, "reg")
     if args.algo == "attention-unfused":
+        _variant_shape(args)   # (its family draws no window and no score modifier: refused by name)
         return library.unfused_attention()
     # the family's own diagram: its symbols are the ones the search sets (the Hopper one: warpgroups; the backward)
     return _variant_diagram(args)
 
 
-def _variant_diagram(args):
-    """The shown family's diagram of the variant the options ask for (causal, grouped heads, a window, score
-    modifiers; no sizes needed): the one its model derives (``api.shape_diagram``)."""
+def _variant_shape(args) -> dict:
+    """The variant the options ask of the shown family (causal, grouped heads, a window, score modifiers; no sizes
+    needed), a feature the family lacks refused by name."""
     from .. import families
-    from ..api import shape_diagram
     from ..errors import ModelError
     from ..problems import is_windowed, score_mods_of
 
@@ -54,7 +54,15 @@ def _variant_diagram(args):
     missing = [m for m in score_mods_of(shape) if m not in fam.score_mods]
     if missing:
         raise ModelError(f"{fam.name} has no {' or '.join(missing)} (it has {', '.join(fam.score_mods) or 'none'})")
-    return shape_diagram(fam.name, shape)
+    return shape
+
+
+def _variant_diagram(args):
+    """The shown family's diagram of the variant the options ask for: the one its model derives
+    (``api.shape_diagram``)."""
+    from ..api import shape_diagram
+
+    return shape_diagram(_shown_family(args), _variant_shape(args))
 
 
 def _values_for(args, spec, cal) -> dict:

@@ -199,7 +199,8 @@ def test_pictures_to_standard_output(cli):
     (("pseudocode", "--algo", "softmax", "--window-size", "4,0"), "--window-size applies to attention forwards"),
     (("draw", "--algo", "matmul", "--alibi", "--out", "-"), "--alibi applies to attention forwards"),
     (("draw", "--kernel", "flash_bwd_sm80", "--window-size", "512,0", "--out", "-"), "has no sliding window"),
-    (("pseudocode", "--kernel", "unfused", "--softcap", "30"), "unfused has no softcap")])
+    (("pseudocode", "--kernel", "unfused", "--softcap", "30"), "unfused has no softcap"),
+    (("draw", "--algo", "attention-unfused", "--window-size", "64,0", "--out", "-"), "unfused has no sliding window")])
 def test_options_an_algorithm_does_not_take_get_one_line(cli, args, says):
     code, out, err = cli(*args)
     assert code == 2 and says in err and "Traceback" not in err and not out
