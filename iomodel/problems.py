@@ -58,10 +58,19 @@ def check_shape(family, shape: Mapping) -> dict:
         val = s.get(key, -1)
         if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < -1:
             raise ModelError(f"shape field {key} must be an integer >= -1 (-1: unbounded), got {val!r}")
-    if attention and is_windowed(s) and family.window_band is None:
+    if attention:
+        check_features(family, s)
+    else:
+        _check_score_mods(family, s)
+    return s
+
+
+def check_features(family, s: Mapping) -> None:
+    """The variant's features `family` must have: a sliding window's band, each score modifier (their values
+    checked too).  Raises ModelError naming the one it lacks."""
+    if is_windowed(s) and family.window_band is None:
         raise ModelError(f"{family.name} has no sliding window (window_left, window_right)")
     _check_score_mods(family, s)
-    return s
 
 
 def _check_score_mods(family, s: Mapping) -> None:

@@ -23,8 +23,7 @@ def _shown_family(args) -> str:
 
 def _diagram_for(args):
     from diagrams import library
-    if uses_diagram(args) or args.algo in ("matmul", "softmax"):
-        no_attention_options(args)
+    no_attention_options(args)
     if uses_diagram(args):
         from .. import families
         return families.get(_shown_family(args)).build_for_dtype(getattr(args, "dtype", None) or "bf16")
@@ -43,17 +42,11 @@ def _variant_shape(args) -> dict:
     """The variant the options ask of the shown family (causal, grouped heads, a window, score modifiers; no sizes
     needed), a feature the family lacks refused by name."""
     from .. import families
-    from ..errors import ModelError
-    from ..problems import is_windowed, score_mods_of
+    from ..problems import check_features
 
-    fam = families.get(_shown_family(args))
     shape = {"H": 2 if is_gqa(args) else 1, "H_kv": 1, "causal": is_causal(args),
              "dtype": getattr(args, "dtype", None) or "bf16", **window_fields(args), **score_mod_fields(args)}
-    if is_windowed(shape) and fam.window_band is None:
-        raise ModelError(f"{fam.name} has no sliding window (--window-size)")
-    missing = [m for m in score_mods_of(shape) if m not in fam.score_mods]
-    if missing:
-        raise ModelError(f"{fam.name} has no {' or '.join(missing)} (it has {', '.join(fam.score_mods) or 'none'})")
+    check_features(families.get(_shown_family(args)), shape)
     return shape
 
 

@@ -164,8 +164,7 @@ def refuse_gpu_options(args, why: str) -> None:
 def problem(args) -> tuple[tuple[str, ...], dict]:
     """Kernel families of the algorithm and its shape, from checked args."""
     fams = ALGO_FAMILIES[args.algo]
-    if uses_diagram(args) or args.algo in ("matmul", "softmax"):
-        no_attention_options(args)
+    no_attention_options(args)
     if uses_diagram(args):
         return fams, diagram_problem(args)
     if args.algo == "matmul":
@@ -182,7 +181,10 @@ def problem(args) -> tuple[tuple[str, ...], dict]:
 
 
 def no_attention_options(args) -> None:
-    """An algorithm without attention's scores takes no window and no score modifier: one line, not ignored."""
+    """An algorithm without attention's scores (matmul, softmax, a diagram algorithm) takes no window and no score
+    modifier: one line, not ignored (the attention algorithms' families check theirs)."""
+    if not (uses_diagram(args) or args.algo in ("matmul", "softmax")):
+        return
     given = [flag for flag, attr in (("--window-size", "window_size"), ("--softcap", "softcap"), ("--alibi", "alibi"))
              if getattr(args, attr, None)]
     if given:

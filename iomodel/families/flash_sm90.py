@@ -217,12 +217,12 @@ SINGLE_BUFFER_L2_OVERLAP = 0.75
 #: 2026-11-29/refit_plan.py): a warpgroup hides 0.5 of another's work (was 0.6; cap 1 + 2 x 0.5), a stream step's
 #: latency 150 cycles (was 200) plus 55 a consumer warp, a block's prologue and epilogue 1500 cycles
 #: (BLOCK_LATENCY_CYCLES, was none: at N = 1024 causal each tile streams a few chunks, and those rows ran 10 to 21%
-#: slower than modelled at d >= 96, 2 to 8% at d = 64), the stale max drawn.  Over the 238 rows on the shipped kernels (the window kernels' with
-#: their stale max): median |error| 4.7 -> 3.6%, signed -2.9 -> +0.2%; mean pick regret 0.64 -> 0.31%, at most 6.2
-#: -> 1.9% (the old picks at d = 96 N = 32768 causal, 128x192 c2, ran 6% behind 192x112 c3; at d = 32 with a
-#: softcap 128x256 c2 5.7% behind).  The grid's best median (2.9%: 75 cycles a step, 0.45) moved the d = 128
-#: window's pick to 128x176 s2, 4.3% behind 128x128 s3 (picks-run1.json): the model prices that tile 6 to 9% fast
-#: in a window and within 2% elsewhere.
+#: slower than modelled at d >= 96, 2 to 8% at d = 64), the stale max drawn.  Over the 238 rows on the shipped
+#: kernels (the window kernels' with their stale max): median |error| 4.7 -> 3.6%, signed -2.9 -> +0.2%; mean pick
+#: regret 0.64 -> 0.31%, at most 6.2 -> 1.9% (the old picks at d = 96 N = 32768 causal, 128x192 c2, ran 6% behind
+#: 192x112 c3; at d = 32 with a softcap 128x256 c2 5.7% behind).  The grid's best median (2.9%: 75 cycles a step,
+#: 0.45) moved the d = 128 window's pick to 128x176 s2, 4.3% behind 128x128 s3 (picks-run1.json): the model prices
+#: that tile 6 to 9% fast in a window and within 2% elsewhere.
 BLOCK_LATENCY_CYCLES = 1500.0
 SM90_PLAN = dataclasses.replace(WGMMA.plan, interleave_max=2.0, interleave_slope=0.5, step_latency_cycles=150.0,
                                 step_latency_cycles_per_warp=55.0, block_latency_cycles=BLOCK_LATENCY_CYCLES,

@@ -102,12 +102,8 @@ def predict(rows, point):
 
 
 def _stale_diagram(causal, gqa, stale):
-    from diagrams import library
-
-    kw = dict(kv_heads="Hk", heads="H") if gqa else {}
-    return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
-                                   unit_threads=128, skip_per_unit=True, smem_row_align=F.SMEM_ROW,
-                                   stale_max=0.0 if causal else stale, **kw)
+    """The family's diagram with the stale max drawn at `stale` where the kernel keeps one (no causal mask)."""
+    return BASE_DIAGRAM(causal, gqa).with_stale_max(0.0 if causal else stale)
 
 
 def score(rows, pred):
