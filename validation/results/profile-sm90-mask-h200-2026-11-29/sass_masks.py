@@ -7,17 +7,13 @@ import collections
 import re
 import sys
 
+SASS_LOOPS = "validation/results/profile-sm90-fa4-gap-h200-2026-11-28/sass_loops.py"
+
 
 def loops(path):
-    ins, labels = [], {}
-    for line in open(path):
-        m = re.match(r"\s*(\.L_x_\d+):", line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
-        if m:
-            ins.append(m.group(2).strip())
+    from validation.probe_record import load
+
+    ins, labels = load(SASS_LOOPS).parse(path)   # (its listing parser: instructions, label -> index)
     for i, text in enumerate(ins):
         m = re.search(r"BRA\s+(?:`\()?(\.L_x_\d+)", text)
         if m and m.group(1) in labels and labels[m.group(1)] <= i:
