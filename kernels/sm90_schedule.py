@@ -55,13 +55,14 @@ DYNAMIC_MAX_HEAD_DIM = 128
 # keeps the dynamic schedule, which balances its unequal tiles.
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 # A sliding window's tiles on the static walk read their band of K and V (left + block_m keys a tile), not the whole
-# sequence, so the L2 rule (sized on N_k) gave them one section of every head (MIN_SECTION_HEADS), where a round's
-# tiles read bands of every head at once.  Up to d = DYNAMIC_MAX_HEAD_DIM their sections hold this many K/V heads
-# (their GQA groups of query heads): on the H200 (validation/results/profile-sm90-window-chunks-h200-2026-11-29/,
-# sections-run1/2.json) 1.1 to 2.5% faster at (4096, 0) at N = 32768, B1, d = 64 and 96 (level at d = 128), 4.5% at
-# (2048, 0) N = 16384 B2, 7% at (1024, 0) N = 8192 B4 and 10% at d = 64 (8192, 0) N = 16384 B2; sections of 1, 4 and 8
-# heads within 0.5% of 2 on average.  Above it the L2 rule stays: at d = 192 and 256 two heads ran level with one
-# section of all and 3.7% slower at d = 256 N = 32768 (sections-wide-run1.json, one run).
+# sequence, so where the L2 rule (sized on N_k) gives them one section of every head (fewer than MIN_SECTION_HEADS
+# fit), a round's tiles read bands of every head at once.  There, up to d = DYNAMIC_MAX_HEAD_DIM, their sections hold
+# this many K/V heads (their GQA groups of query heads): on the H200 (validation/results/profile-sm90-window-chunks-
+# h200-2026-11-29/, sections-run1/2.json) 2.0 to 3.2% faster at (4096, 0) at N = 32768, B1, d = 64 and 96 (level at
+# d = 128), 4.5% at (2048, 0) N = 16384 B2, 7% at (1024, 0) N = 8192 B4 and 10% at d = 64 (8192, 0) N = 16384 B2;
+# sections of 1, 4 and 8 heads within 0.6% of 2 on average.  Where the L2 rule sizes sections (shorter sequences,
+# not measured with a window) it stays, and above d = 128: at d = 192 and 256 two heads ran level with one section
+# of all and 3.7% slower at d = 256 N = 32768 (sections-wide-run1.json, one run).
 WINDOW_SECTION_KV_HEADS = 2
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
@@ -169,16 +170,16 @@ def tail_split(tiles: int, sms: int, chunks: int, pieces: int | None = None) -> 
 
 def section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
                   sms: int, static: bool, window: bool = False) -> int:
-    """The causal sections' query heads of a launch (`sections` if given): a `window` on the static walk up to
-    d = DYNAMIC_MAX_HEAD_DIM WINDOW_SECTION_KV_HEADS' groups, else the static walk's L2 rule, the dynamic schedule's
-    heads_per_section, one section of all heads without a mask."""
+    """The causal sections' query heads of a launch (`sections` if given): the static walk's L2 rule (a `window`
+    up to d = DYNAMIC_MAX_HEAD_DIM WINDOW_SECTION_KV_HEADS' groups where that rule gives one section of all heads),
+    the dynamic schedule's heads_per_section, one section of all heads without a mask."""
     B, H = shape["B"], shape["H"]
     if sections is None and not shape["causal"]:
         sections = B * H
-    elif sections is None and static and window and shape["d"] <= DYNAMIC_MAX_HEAD_DIM:
-        sections = WINDOW_SECTION_KV_HEADS * (H // shape["H_kv"])
     elif sections is None and static:
         sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
+        if window and shape["d"] <= DYNAMIC_MAX_HEAD_DIM and sections >= B * H:
+            sections = WINDOW_SECTION_KV_HEADS * (H // shape["H_kv"])
     elif sections is None:
         sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
                                      -(-shape["N_q"] // block_m), sms, dynamic=True)

@@ -1,8 +1,9 @@
 """The wgmma forward's causal sections (``kernels.sm90_schedule``), no GPU: under the dynamic
 schedule a section holds two waves of tiles within 16 to 32 query heads, the sections are of one size where
 B H allows (the grid does not end on a short section's longest tiles) and hold whole GQA groups, and their K and V
-fit two thirds of the L2 (long sequences); a window's static walk in sections of two K/V heads; above d = 128 the lpt walk (a persistent grid walking a host-made tile
-table in grid_section_heads' sections) and the knobs that turn it off."""
+fit two thirds of the L2 (long sequences); a window's static walk in sections of two K/V heads where the L2 rule
+gives one of all; above d = 128 the lpt walk (a persistent grid walking a host-made tile table in
+grid_section_heads' sections) and the knobs that turn it off."""
 from __future__ import annotations
 
 import pytest
@@ -103,19 +104,20 @@ def test_windows_of_equal_tiles_take_the_static_walk():
 
 
 @pytest.mark.parametrize("B, H, H_kv, N, left, want", [
-    (1, 16, 16, 32768, 4096, 2),      # the L2 rule gave one section of all 16 (a head's K and V: 16 MiB)
+    (1, 16, 16, 32768, 4096, 2),      # the L2 rule: one section of all 16 (a head's K and V: 16 MiB)
     (4, 16, 16, 8192, 1024, 2),       # ... of all 64
-    (2, 32, 8, 16384, 2048, 8),       # GQA: two K/V heads' groups of 4
-    (1, 2, 1, 8192, 1024, 2),         # fewer heads than that: one section of all
+    (2, 32, 8, 32768, 4096, 8),       # GQA: two K/V heads' groups of 4 (the L2 rule: all 64)
+    (1, 4, 4, 32768, 4096, 2),
 ])
 def test_windows_on_the_static_walk_take_sections_of_two_kv_heads(B, H, H_kv, N, left, want):
-    """A window's tiles read a band of K and V, not the sequence: on the static walk (d <= 128) its sections hold
-    WINDOW_SECTION_KV_HEADS K/V heads' query heads, whatever the L2 rule would give for the sequence's K and V;
-    the claims' sections, plain causal attention and the wide head dims keep their rules."""
+    """A window's tiles read a band of K and V, not the sequence: on the static walk (d <= 128), where the L2 rule
+    would give one section of every head, its sections hold WINDOW_SECTION_KV_HEADS K/V heads' query heads; the
+    claims' sections, plain causal attention and the wide head dims keep their rules."""
     from kernels.sm90_schedule import WINDOW_SECTION_KV_HEADS, schedule
     from kernels.window import Window
 
     s = {"B": B, "H": H, "H_kv": H_kv, "N_q": N, "N_k": N, "d": 128, "causal": True}
+    assert l2_section_heads(B, H, H_kv, N, 128, 2, L2) == B * H
     sch = schedule(s, 128, 132, L2, 2, window=Window(left, 0))
     assert sch.static and WINDOW_SECTION_KV_HEADS == 2
     assert sch.sections == want
@@ -125,6 +127,19 @@ def test_windows_on_the_static_walk_take_sections_of_two_kv_heads(B, H, H_kv, N,
     assert not claims.static and claims.sections == heads_per_section(B, H, H_kv, N, 128, 2, L2, N // 128, 132)
     wide = schedule({**s, "d": 256}, 128, 132, L2, 2, window=Window(left, 0))
     assert wide.static and wide.sections == l2_section_heads(B, H, H_kv, N, 256, 2, L2)
+
+
+def test_windows_keep_sections_the_l2_rule_sizes():
+    """Where the L2 rule sizes sections (short sequences: at least MIN_SECTION_HEADS heads' K and V fit its share),
+    a window on the static walk keeps them (two K/V heads were measured only where the rule gave all heads)."""
+    from kernels.sm90_schedule import schedule
+    from kernels.window import Window
+
+    s = {"B": 8, "H": 16, "H_kv": 16, "N_q": 4096, "N_k": 4096, "d": 128, "causal": True}
+    rule = l2_section_heads(8, 16, 16, 4096, 128, 2, L2)
+    assert 2 < rule < 8 * 16
+    sch = schedule(s, 128, 132, L2, 2, window=Window(1024, 0))
+    assert sch.static and sch.sections == rule
 
 
 def test_schedule_defines_leave_plain_causal_above_the_dynamic_bound_on_the_fixed_walk():
