@@ -55,6 +55,18 @@ def call(B, H, N, causal, window, defines, sections, extra=()):
                                                 _defines=tuple(defines) + tuple(extra), _sections=sections)
 
 
+def window_errors(fns, q, k, v, left, what):
+    """Each of `fns` ((label, callable)) against the float32 reference of a (left, 0) window: its max |diff| over
+    the reference's max |value|, by label; exits naming `what` where one is off by 1e-2 or more."""
+    from validation.reference import attention_reference
+
+    ref = attention_reference(q, k, v, True, window_size=(left, 0))[0]
+    err = {lab: ((f(q, k, v).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
+    if not all(e < 1e-2 for e in err.values()):
+        raise SystemExit(f"{what}: off the float32 reference: {err}")
+    return err
+
+
 def precompile(extra):
     jobs = {(ca, w is not None, tuple(df) + tuple(extra)) for (_, _, _, ca, w, df, _) in LAUNCHES.values()}
     kcompile.precompile([(lambda ca, lo, df: lambda: flash_sm90.module(CFG, "bf16", ca, df, local=lo))(*j)
@@ -139,8 +151,6 @@ def times():
 def peers():
     from iomodel import chooser
     from validation.peers import peer_runners
-    from validation.reference import attention_reference
-
     fa4, rows = peer_runners(torch)["fa4"][0], []
     for d, H in ((128, 16), (96, 21), (64, 32)):
         s = {"B": 1, "H": H, "H_kv": H, "N_q": 32768, "N_k": 32768, "d": d, "causal": True, "dtype": "bf16",
@@ -156,11 +166,7 @@ def peers():
         if fa4 is not None:
             fns.append(("fa4", lambda q, k, v: fa4(q, k, v, True, window_size=(W.left, 0))))
         sets = probe_record.random_sets(1, H, 32768, d, seed=104729 + 1000 * RUN + d)
-        ref = attention_reference(*sets[0], True, window_size=(W.left, 0))[0]
-        err = {lab: ((f(*sets[0]).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
-        del ref
-        if not all(e < 1e-2 for e in err.values()):
-            raise SystemExit(f"d{d}: off the float32 reference: {err}")
+        err = window_errors(fns, *sets[0], W.left, f"d{d}")
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=9,
                                       d=d, N=32768, B=1, H=H)
         for r in got:
@@ -240,8 +246,6 @@ LOOP_BUILDS = {"shipped": (), "eager alpha first": ("SM90_STALE_LOCAL=0", "SM90_
 
 
 def loop():
-    from validation.reference import attention_reference
-
     kcompile.precompile([(lambda df: lambda: flash_sm90.module(CFG, "bf16", True, df, local=True))(
         (STATIC_SCHEDULE, *extra)) for extra in LOOP_BUILDS.values()])
     rows = []
@@ -251,11 +255,7 @@ def loop():
             q, k, v, causal=True, config=CFG, window=win, _defines=df))((STATIC_SCHEDULE, *extra)))
                for lab, extra in LOOP_BUILDS.items()]
         sets = probe_record.random_sets(B, H, N, 128, seed=6151 * RUN + N + left)
-        ref = attention_reference(*sets[0], True, window_size=(left, 0))[0]
-        err = {lab: ((f(*sets[0]).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
-        del ref
-        if not all(e < 1e-2 for e in err.values()):
-            raise SystemExit(f"N{N} ({left}, 0): off the float32 reference: {err}")
+        err = window_errors(fns, *sets[0], left, f"N{N} ({left}, 0)")
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=9,
                                       d=128, N=N, B=B, H=H, left=left)
         for r in got:
@@ -272,7 +272,6 @@ POWER_SHAPES = [(128, 16, 1, 32768, 4096), (128, 16, 4, 8192, 1024), (64, 32, 2,
 def power():
     from iomodel import chooser
     from validation.peers import peer_runners
-    from validation.reference import attention_reference
 
     fa4, rows = peer_runners(torch)["fa4"][0], []
     sampled = probe_record.load(probe_record.POWER_PROBE).sampled
@@ -287,11 +286,7 @@ def power():
         if fa4 is not None:
             fns.append(("fa4", lambda q, k, v: fa4(q, k, v, True, window_size=(left, 0))))
         sets = probe_record.random_sets(B, H, N, d, seed=3571 * RUN + d + N)
-        ref = attention_reference(*sets[0], True, window_size=(left, 0))[0]
-        err = {lab: ((f(*sets[0]).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
-        del ref
-        if not all(e < 1e-2 for e in err.values()):
-            raise SystemExit(f"d{d} N{N} ({left}, 0): off the float32 reference: {err}")
+        err = window_errors(fns, *sets[0], left, f"d{d} N{N} ({left}, 0)")
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=7,
                                       d=d, N=N, B=B, H=H, left=left)
         for r in got:
