@@ -11,7 +11,7 @@ import time
 __all__ = ["write", "timed_rows", "checked_rows", "config_rows", "peer_table", "sustained_lines", "add_sustained",
            "peer_group", "report", "output_distances", "distance_lines", "swapped_module", "random_sets", "sm80_build",
            "sm80_precompile", "sm80_builds", "sm80_build_groups", "sm90_precompile", "sm90_call", "sm90_build_groups",
-           "sm90_peer_setup", "shape_sets", "load"]
+           "sm90_peer_setup", "shape_sets", "sm90_launch", "reference_errors", "load"]
 
 #: the Hopper backward's probe of 2026-11-24: its inputs (`make`), FLOP count and CTA timelines, used by later probes
 BWD_SM90_PROBE = "validation/results/profile-bwd-sm90-h100-2026-11-24/bwd_probe.py"
@@ -176,6 +176,31 @@ def sm90_call(config, defines, causal: bool = False):
     from kernels import flash_sm90
 
     return lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=config, _defines=tuple(defines))
+
+
+def sm90_launch(shape: dict, window=None) -> tuple:
+    """The wgmma forward's launch of a bf16 model `shape` (a window's fields in it, `window` its
+    ``kernels.window.Window``) on this device: (the model's pick, the defines its schedule builds it with)."""
+    import torch
+    from iomodel import chooser
+    from kernels.sm90_schedule import schedule
+
+    cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), shape).config
+    props = torch.cuda.get_device_properties(0)
+    sch = schedule(shape, cfg.block_m, props.multi_processor_count, props.L2_cache_size, 2, window=window, config=cfg)
+    return cfg, tuple(sch.defines)
+
+
+def reference_errors(fns, q, k, v, causal: bool, what: str, window_size=(-1, -1), tol: float = 1e-2) -> dict:
+    """Each of `fns` ((label, callable(q, k, v) -> O)) against the float32 reference: its max |diff| over the
+    reference's max |value|, by label; exits naming `what` where one is off by `tol` or more."""
+    from validation.reference import attention_reference
+
+    ref = attention_reference(q, k, v, causal, window_size=window_size)[0]
+    err = {lab: ((f(q, k, v).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
+    if not all(e < tol for e in err.values()):
+        raise SystemExit(f"{what}: off the float32 reference: {err}")
+    return err
 
 
 def sm80_builds(q, k, v, causal: bool, configs, builds: dict) -> tuple[list, list]:

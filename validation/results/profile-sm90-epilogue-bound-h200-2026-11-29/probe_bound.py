@@ -10,9 +10,8 @@ import sys
 
 import torch
 
-from iomodel import chooser, families
+from iomodel import families
 from kernels import compile as kcompile, flash_sm90
-from kernels.sm90_schedule import schedule
 from kernels.window import Window
 from validation import probe_record
 from validation.timing import CudaEventTimer
@@ -30,10 +29,7 @@ def launches(d, H, B, N, causal, left):
     win = Window(left, 0) if left is not None else None
     if win is not None:
         s.update(window_left=left, window_right=0)
-    cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), s).config
-    props = torch.cuda.get_device_properties(0)
-    base = schedule(s, cfg.block_m, props.multi_processor_count, props.L2_cache_size, 2, window=win,
-                    config=cfg).defines
+    cfg, base = probe_record.sm90_launch(s, win)
     call = lambda df: lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=cfg, window=win,  # noqa
                                                            _defines=df)
     build = lambda df: lambda: flash_sm90.module(cfg, "bf16", causal, df, local=win is not None)  # noqa: E731

@@ -7,9 +7,7 @@ import sys
 
 import torch
 
-from iomodel import chooser
 from kernels import compile as kcompile, flash_sm90
-from kernels.sm90_schedule import schedule
 from kernels.window import Window, window as canonical_window
 from validation import probe_record
 from validation.timing import CudaEventTimer
@@ -32,10 +30,7 @@ TIMES = [  # (d, H, B, N, causal, window left or None)
 
 def calls(s, window):
     """The pick's launch under each build: (config, [(label, callable)], [module builders])."""
-    cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), s).config
-    props = torch.cuda.get_device_properties(0)
-    base = schedule(s, cfg.block_m, props.multi_processor_count, props.L2_cache_size, 2, window=window,
-                    config=cfg).defines
+    cfg, base = probe_record.sm90_launch(s, window)
     builds = [(lambda df: lambda: flash_sm90.module(cfg, "bf16", s["causal"], df, local=window is not None))(
         (*base, *extra)) for extra in BUILDS.values()]
     return cfg, [(lab, (lambda df: lambda q, k, v: flash_sm90.attention(

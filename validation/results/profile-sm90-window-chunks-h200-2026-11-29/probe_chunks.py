@@ -28,7 +28,6 @@ import torch
 
 from iomodel.families.flash_sm90 import Sm90Config
 from kernels import compile as kcompile, flash_sm90
-from kernels.dispatch import prepare
 from kernels.sm90_schedule import STATIC_SCHEDULE
 from kernels.window import Window
 from validation import probe_record
@@ -53,18 +52,6 @@ LAUNCHES = {
 def call(B, H, N, causal, window, defines, sections, extra=()):
     return lambda q, k, v: flash_sm90.attention(q, k, v, causal=causal, config=CFG, window=window, return_lse=True,
                                                 _defines=tuple(defines) + tuple(extra), _sections=sections)
-
-
-def window_errors(fns, q, k, v, left, what):
-    """Each of `fns` ((label, callable)) against the float32 reference of a (left, 0) window: its max |diff| over
-    the reference's max |value|, by label; exits naming `what` where one is off by 1e-2 or more."""
-    from validation.reference import attention_reference
-
-    ref = attention_reference(q, k, v, True, window_size=(left, 0))[0]
-    err = {lab: ((f(q, k, v).float() - ref).abs().max() / ref.abs().max()).item() for lab, f in fns}
-    if not all(e < 1e-2 for e in err.values()):
-        raise SystemExit(f"{what}: off the float32 reference: {err}")
-    return err
 
 
 def precompile(extra):
@@ -166,7 +153,7 @@ def peers():
         if fa4 is not None:
             fns.append(("fa4", lambda q, k, v: fa4(q, k, v, True, window_size=(W.left, 0))))
         sets = probe_record.random_sets(1, H, 32768, d, seed=104729 + 1000 * RUN + d)
-        err = window_errors(fns, *sets[0], W.left, f"d{d}")
+        err = probe_record.reference_errors(fns, *sets[0], True, f"d{d}", window_size=(W.left, 0))
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=9,
                                       d=d, N=32768, B=1, H=H)
         for r in got:
@@ -255,7 +242,7 @@ def loop():
             q, k, v, causal=True, config=CFG, window=win, _defines=df))((STATIC_SCHEDULE, *extra)))
                for lab, extra in LOOP_BUILDS.items()]
         sets = probe_record.random_sets(B, H, N, 128, seed=6151 * RUN + N + left)
-        err = window_errors(fns, *sets[0], left, f"N{N} ({left}, 0)")
+        err = probe_record.reference_errors(fns, *sets[0], True, f"N{N} ({left}, 0)", window_size=(left, 0))
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=9,
                                       d=128, N=N, B=B, H=H, left=left)
         for r in got:
@@ -286,7 +273,7 @@ def power():
         if fa4 is not None:
             fns.append(("fa4", lambda q, k, v: fa4(q, k, v, True, window_size=(left, 0))))
         sets = probe_record.random_sets(B, H, N, d, seed=3571 * RUN + d + N)
-        err = window_errors(fns, *sets[0], left, f"d{d} N{N} ({left}, 0)")
+        err = probe_record.reference_errors(fns, *sets[0], True, f"d{d} N{N} ({left}, 0)", window_size=(left, 0))
         got = probe_record.timed_rows(CudaEventTimer(), [f for _, f in fns], [lab for lab, _ in fns], sets, rounds=7,
                                       d=d, N=N, B=B, H=H, left=left)
         for r in got:
