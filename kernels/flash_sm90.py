@@ -38,20 +38,20 @@ def _kernel(index: int, cfg, dtype: str, causal: bool, defines: tuple[str, ...],
                          codegen.sm90_kernel(cfg, dtype, causal, varlen, local, mods), smem)
 
 
-def _order_table(s: dict, cfg, ctas: int, sections: int, device):
-    """The lpt walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan; one a shape (the
-    table depends on the sizes alone), so that signatures differing in strides, or calls past a full plan cache,
-    share it and the host pass."""
+def _order_table(s: dict, cfg, ctas: int, sections: int, device, window=None):
+    """The lpt walk's tile table on the device (sm90_schedule.lpt_order), kept by the plan; one a shape and window
+    (the table depends on the sizes alone), so that signatures differing in strides, or calls past a full plan
+    cache, share it and the host pass."""
     shape = tuple(s[k] for k in ("B", "H", "N_q", "N_k", "d"))
-    return _shape_table(shape, cfg.block_m, cfg.block_n, ctas, sections, str(device))
+    return _shape_table(shape, cfg.block_m, cfg.block_n, ctas, sections, str(device), window)
 
 
 @functools.lru_cache(maxsize=16)
-def _shape_table(shape: tuple, block_m: int, block_n: int, ctas: int, sections: int, device: str):
+def _shape_table(shape: tuple, block_m: int, block_n: int, ctas: int, sections: int, device: str, window=None):
     import torch
 
     s = dict(zip(("B", "H", "N_q", "N_k", "d"), shape))
-    return torch.tensor(lpt_order(s, block_m, block_n, ctas, sections), dtype=torch.int32, device=device)
+    return torch.tensor(lpt_order(s, block_m, block_n, ctas, sections, window), dtype=torch.int32, device=device)
 
 
 def _tma_dims(t):
@@ -202,7 +202,7 @@ class Launch:
         self.split_counts = (units - whole) * cluster * 4 * cfg.consumers
         self.counters = _tile_counters(dev) if dynamic or pieces > 1 else None
         self.maps = _tensor_map_slots(s["dtype"], cfg, q, k, v, cluster)
-        self.order = _order_table(s, cfg, grid[0], sch.sections, q.device) if sch.lpt else None
+        self.order = _order_table(s, cfg, grid[0], sch.sections, q.device, window) if sch.lpt else None
         self.out, self.lse, self.counter, self.cu_q, self.cu_k = (ctypes.c_void_p() for _ in range(5))
         i32 = ctypes.c_int
         total_q = varlen[2] if varlen is not None else 0

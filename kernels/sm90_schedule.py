@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 __all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "CLUSTER",
            "CLUSTER_MIN_KEYS", "CLUSTER_SPILLING", "pairs_tiles", "WIDE_DYNAMIC", "WIDE_DYNAMIC_SPILLING",
-           "WINDOW_SECTION_KV_HEADS",
+           "WINDOW_SECTION_KV_HEADS", "tile_chunks",
            "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines", "lpt_walk", "heads_per_section",
            "l2_section_heads", "grid_section_heads", "section_heads", "tail_split", "lpt_order", "causal_chunks"]
 
@@ -54,15 +54,18 @@ DYNAMIC_MAX_HEAD_DIM = 128
 # loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
 # keeps the dynamic schedule, which balances its unequal tiles.
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
-# A sliding window's tiles on the static walk read their band of K and V (left + block_m keys a tile), not the whole
-# sequence, so where the L2 rule (sized on N_k) gives them one section of every head (fewer than MIN_SECTION_HEADS
-# fit), a round's tiles read bands of every head at once.  There, up to d = DYNAMIC_MAX_HEAD_DIM, their sections hold
-# this many K/V heads (their GQA groups of query heads): on the H200 (validation/results/profile-sm90-window-chunks-
-# h200-2026-11-29/, sections-run1/2.json) 2.0 to 3.2% faster at (4096, 0) at N = 32768, B1, d = 64 and 96 (level at
-# d = 128), 4.5% at (2048, 0) N = 16384 B2, 7% at (1024, 0) N = 8192 B4 and 10% at d = 64 (8192, 0) N = 16384 B2;
-# sections of 1, 4 and 8 heads within 0.6% of 2 on average.  Where the L2 rule sizes sections (shorter sequences,
-# not measured with a window) it stays, and above d = 128: at d = 192 and 256 two heads ran level with one section
-# of all and 3.7% slower at d = 256 N = 32768 (sections-wide-run1.json, one run).
+# A sliding window's tiles read their band of K and V (left + block_m keys a tile), not the whole sequence, so where
+# the L2 rule (sized on N_k) gives them one section of every head (fewer than MIN_SECTION_HEADS fit), a round's tiles
+# would read bands of every head at once: there their sections hold this many K/V heads (their GQA groups of query
+# heads).  On the static walk (H200, validation/results/profile-sm90-window-chunks-h200-2026-11-29/) that ran 0 to
+# 10.5% faster than one section of all heads, but the short tiles (a head's first rows, whose band key 0 cuts) then
+# land unevenly on the rounds: Nsight Compute found the d = 128 (8192, 0) window's SMs idle 14% of the launch
+# (validation/results/profile-sm90-window-slope-h200-2026-11-29/).  So a window the static walk would take walks
+# the lpt walk's table in these sections (lpt_walk, at every head dim): in two runs 0.3 to 8.6% faster than the
+# static walk at d = 64 to 128 (walk-narrow-run*.json; (4096, 0) N = 32768 d = 128 3.5 / 3.7%, (8192, 0) 6.8 /
+# 8.6%) and faster than the claims in the same sections at every shape there; -0.5 to +4.7% at d = 192 and 256
+# (walk-wide-run*.json; two heads a section 0 to 3.3% faster than the table's one section of all heads; the claims
+# in two-head sections level but at d = 256 (2048, 0) N = 16384 B2, 1.3% faster in one run of two).
 WINDOW_SECTION_KV_HEADS = 2
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
@@ -170,15 +173,15 @@ def tail_split(tiles: int, sms: int, chunks: int, pieces: int | None = None) -> 
 
 def section_heads(shape: dict, elem_bytes: int, l2_bytes: int, sections: int | None, block_m: int,
                   sms: int, static: bool, window: bool = False) -> int:
-    """The causal sections' query heads of a launch (`sections` if given): the static walk's L2 rule (a `window`
-    up to d = DYNAMIC_MAX_HEAD_DIM WINDOW_SECTION_KV_HEADS' groups where that rule gives one section of all heads),
-    the dynamic schedule's heads_per_section, one section of all heads without a mask."""
+    """The causal sections' query heads of a launch (`sections` if given): the fixed walks' L2 rule (a `window`
+    WINDOW_SECTION_KV_HEADS' groups where that rule gives one section of all heads), the dynamic schedule's
+    heads_per_section, one section of all heads without a mask."""
     B, H = shape["B"], shape["H"]
     if sections is None and not shape["causal"]:
         sections = B * H
     elif sections is None and static:
         sections = l2_section_heads(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes)
-        if window and shape["d"] <= DYNAMIC_MAX_HEAD_DIM and sections >= B * H:
+        if window and sections >= B * H:
             sections = WINDOW_SECTION_KV_HEADS * (H // shape["H_kv"])
     elif sections is None:
         sections = heads_per_section(B, H, shape["H_kv"], shape["N_k"], shape["d"], elem_bytes, l2_bytes,
@@ -196,9 +199,15 @@ def grid_section_heads(B: int, H: int, H_kv: int, N_k: int, d: int, elem_bytes: 
 
 
 def lpt_walk(s: dict, window=None, varlen: bool = False) -> bool:
-    """Whether a launch is one the lpt walk schedules: plain causal (no window, not varlen) above
-    DYNAMIC_MAX_HEAD_DIM (the causal kernels there walk a fixed list; below it they claim tiles)."""
-    return bool(s["causal"] and window is None and not varlen and s["d"] > DYNAMIC_MAX_HEAD_DIM)
+    """Whether a launch is one the lpt walk schedules (not varlen): plain causal above DYNAMIC_MAX_HEAD_DIM (the
+    causal kernels there walk a fixed list; below it they claim tiles), and a causal window wherever it would
+    otherwise walk the fixed rounds (above DYNAMIC_MAX_HEAD_DIM, and below it where schedule_defines builds
+    STATIC_SCHEDULE): see WINDOW_SECTION_KV_HEADS."""
+    if not s["causal"] or varlen:
+        return False
+    if window is None or s["d"] > DYNAMIC_MAX_HEAD_DIM:
+        return s["d"] > DYNAMIC_MAX_HEAD_DIM
+    return STATIC_SCHEDULE in schedule_defines(s, window, varlen)
 
 
 def causal_chunks(N_q: int, N_k: int, block_m: int, block_n: int, d: int) -> list[int]:
@@ -214,12 +223,29 @@ def causal_chunks(N_q: int, N_k: int, block_m: int, block_n: int, d: int) -> lis
     return out
 
 
-def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int) -> list[int]:
-    """The fixed walk's tile table of a causal launch on `ctas` persistent CTAs (the kernel's walk_tile): tiles in
-    the kernel's order (sections of `sections` heads, longest first within each), each handed to the CTA that frees
-    first (a tile costs its chunks and LPT_TILE_OVERHEAD_CHUNKS; ties to the lower CTA), written round-major, one
-    column a CTA, every column ended by -2."""
-    chunks = causal_chunks(s["N_q"], s["N_k"], block_m, block_n, s["d"])
+def tile_chunks(s: dict, block_m: int, block_n: int, window=None) -> list[int]:
+    """The key chunks of each query tile of a causal head, by m_block: ``causal_chunks``, or with a causal `window`
+    (a ``kernels.window.Window``) its band's (the kernel's TileInfo and j0: rows unshifted, a tile whose rows see
+    no key none)."""
+    if window is None:
+        return causal_chunks(s["N_q"], s["N_k"], block_m, block_n, s["d"])
+    N_q, N_k = s["N_q"], s["N_k"]
+    left, right = window.kernel_args()
+    full = -(-N_k // block_n)
+    out = []
+    for m in range(-(-N_q // block_m)):
+        last = min(m * block_m + block_m - 1 + N_k - N_q + right, N_k - 1)
+        end = 0 if last < 0 else min(last // block_n + 1, full)
+        out.append(max(end - max(m * block_m + N_k - N_q - left, 0) // block_n, 0))
+    return out
+
+
+def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int, window=None) -> list[int]:
+    """The fixed walk's tile table of a causal launch (a causal `window`'s too) on `ctas` persistent CTAs (the
+    kernel's table_tile): tiles in the kernel's order (sections of `sections` heads, longest first within each),
+    each handed to the CTA that frees first (a tile costs its chunks, ``tile_chunks``, and LPT_TILE_OVERHEAD_CHUNKS;
+    ties to the lower CTA), written round-major, one column a CTA, every column ended by -2."""
+    chunks = tile_chunks(s, block_m, block_n, window)
     num_m, heads = len(chunks), s["B"] * s["H"]
     free = [(0, c) for c in range(ctas)]
     lists: list[list[int]] = [[] for _ in range(ctas)]
@@ -285,8 +311,8 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     a run's spread of the claims there, validation/results/profile-sm90-lpt-small-h200-2026-11-29/).  The lpt walk
     and the grid take grid_section_heads' sections where `sections` is not given."""
     wide = lpt_walk(s, window, varlen)
-    if persistent == "lpt" and not (s["causal"] and window is None and not varlen):
-        raise ValueError("the lpt walk is for plain causal launches (no window, not varlen)")
+    if persistent == "lpt" and not (s["causal"] and not varlen):
+        raise ValueError("the lpt walk is for causal launches (a causal window's too; not varlen)")
     lpt = persistent == "lpt" or (wide and persistent is None and defines is None)
     if lpt:
         persistent = True
@@ -298,7 +324,7 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     static = STATIC_SCHEDULE in defines or (s["d"] > DYNAMIC_MAX_HEAD_DIM and WIDE_DYNAMIC not in defines)
     if lpt and not static:
         raise ValueError("the lpt walk takes the fixed walk's build (no WIDE_DYNAMIC; STATIC_SCHEDULE at d <= 128)")
-    if sections is None and (lpt or (wide and persistent is False)):
+    if sections is None and window is None and (lpt or (wide and persistent is False)):
         sections = grid_section_heads(s["B"], s["H"], s["H_kv"], s["N_k"], s["d"], elem_bytes, l2_bytes)
     persistent = PERSISTENT if persistent is None else bool(persistent)
     return Schedule(defines, static, persistent,

@@ -103,8 +103,8 @@ struct FwdTraits {
     // host's table, table_tile; kernels/sm90_schedule.py says why and cites the runs.)
     // Varlen batches too: their tiles past a short sequence's rows are skipped by the producer alone,
     // and the real ones (few and uneven) are balanced by the claims.  The launcher builds a causal sliding
-    // window of tiles of one length with SM90_STATIC_SCHEDULE (kernels/flash_sm90.py, schedule_defines):
-    // the claims buy no balance there.
+    // window of tiles of one length with SM90_STATIC_SCHEDULE (kernels/flash_sm90.py, schedule_defines) and
+    // walks it by the host's table (table_tile): the claims balanced it less well.
 #ifdef SM90_STATIC_SCHEDULE
     static constexpr bool kDynamic = false;
 #elif defined(SM90_DYNAMIC_FULL)   // A/B only: without a mask the claims lost 2.7 to 4.4% at N >= 16384
@@ -549,9 +549,9 @@ __device__ __forceinline__ int tile_of_round(int k, int num_tiles, int n_q) {
 }
 
 // The lpt walk: a persistent fixed walk that follows a host-made table instead of the rounds (plain causal
-// launches above d = 128, kernels/sm90_schedule.py lpt_order): entry k * gridDim.x + blockIdx.x is this CTA's
-// k-th tile, -2 ends its walk.  kTable below gates it at compile time, so that the other variants' code is as
-// before.
+// launches above d = 128 and causal windows, kernels/sm90_schedule.py lpt_order): entry k * gridDim.x + blockIdx.x
+// is this CTA's k-th tile, -2 ends its walk.  kTable below gates it at compile time, so that the other variants'
+// code is as before.
 template <class T>
 __device__ __forceinline__ int table_tile(int k, const int* __restrict__ order) {
     return __ldg(order + size_t(k) * gridDim.x + blockIdx.x);
@@ -634,7 +634,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
     // at k * gridDim.x >= kCluster * num_items (written so: the plain form kept the lpt walk's producer spill-free)
     const int num_units = T::kCluster > 1 ? num_tiles / T::kCluster : num_tiles;
     const int num_items = T::kSplit ? whole + (num_units - whole) * pieces : num_units;
-    constexpr bool kTable = T::kCausal && !T::kVarlen && !T::kLocal;   // (table_tile)
+    constexpr bool kTable = T::kCausal && !T::kVarlen;   // (table_tile; a causal window's too)
     const int group = H / H_kv;
 
     const int warpgroup = warp_uniform(int(threadIdx.x) / 128);

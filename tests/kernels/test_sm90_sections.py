@@ -109,24 +109,32 @@ def test_windows_of_equal_tiles_take_the_static_walk():
     (2, 32, 8, 32768, 4096, 8),       # GQA: two K/V heads' groups of 4 (the L2 rule: all 64)
     (1, 4, 4, 32768, 4096, 2),
 ])
-def test_windows_on_the_static_walk_take_sections_of_two_kv_heads(B, H, H_kv, N, left, want):
-    """A window's tiles read a band of K and V, not the sequence: on the static walk (d <= 128), where the L2 rule
-    would give one section of every head, its sections hold WINDOW_SECTION_KV_HEADS K/V heads' query heads; the
-    claims' sections, plain causal attention and the wide head dims keep their rules."""
-    from kernels.sm90_schedule import WINDOW_SECTION_KV_HEADS, schedule
+def test_windows_take_the_lpt_walk_in_sections_of_two_kv_heads(B, H, H_kv, N, left, want):
+    """A window's tiles read a band of K and V, not the sequence: where it would walk the fixed rounds (d <= 128
+    within the static walk's cut, and every window above d = 128) it takes the lpt walk's table, and where the L2
+    rule would give one section of every head its sections hold WINDOW_SECTION_KV_HEADS K/V heads' query heads;
+    plain causal attention and a window past the static walk's cut (the claims) keep their rules."""
+    from kernels.sm90_schedule import DEFAULT_DEFINES, STATIC_SCHEDULE, WINDOW_SECTION_KV_HEADS, lpt_walk, schedule
     from kernels.window import Window
 
     s = {"B": B, "H": H, "H_kv": H_kv, "N_q": N, "N_k": N, "d": 128, "causal": True}
     assert l2_section_heads(B, H, H_kv, N, 128, 2, L2) == B * H
     sch = schedule(s, 128, 132, L2, 2, window=Window(left, 0))
-    assert sch.static and WINDOW_SECTION_KV_HEADS == 2
+    assert lpt_walk(s, Window(left, 0)) and WINDOW_SECTION_KV_HEADS == 2
+    assert (sch.lpt, sch.persistent, sch.static, sch.defines) == (True, True, True, (*DEFAULT_DEFINES, STATIC_SCHEDULE))
     assert sch.sections == want
+    assert schedule(s, 128, 132, L2, 2, window=Window(left, 0), persistent="lpt") == sch
+    # the knob's static walk keeps the rounds (same sections)
+    rounds = schedule(s, 128, 132, L2, 2, window=Window(left, 0), defines=(STATIC_SCHEDULE,))
+    assert (rounds.lpt, rounds.static, rounds.sections) == (False, True, want)
     # the same launch without the window (plain causal, the claims) or past the static walk's cut keeps its rule
     assert schedule(s, 128, 132, L2, 2).sections == heads_per_section(B, H, H_kv, N, 128, 2, L2, N // 128, 132)
     claims = schedule(s, 128, 132, L2, 2, window=Window(N - 1, 0))
-    assert not claims.static and claims.sections == heads_per_section(B, H, H_kv, N, 128, 2, L2, N // 128, 132)
-    wide = schedule({**s, "d": 256}, 128, 132, L2, 2, window=Window(left, 0))
-    assert wide.static and wide.sections == l2_section_heads(B, H, H_kv, N, 256, 2, L2)
+    assert not claims.static and not claims.lpt
+    assert claims.sections == heads_per_section(B, H, H_kv, N, 128, 2, L2, N // 128, 132)
+    for w in (Window(left, 0), Window(N - 1, 0)):
+        wide = schedule({**s, "d": 256}, 128, 132, L2, 2, window=w)
+        assert (wide.lpt, wide.static, wide.defines, wide.sections) == (True, True, DEFAULT_DEFINES, want)
 
 
 def test_windows_keep_sections_the_l2_rule_sizes():
@@ -139,7 +147,7 @@ def test_windows_keep_sections_the_l2_rule_sizes():
     rule = l2_section_heads(8, 16, 16, 4096, 128, 2, L2)
     assert 2 < rule < 8 * 16
     sch = schedule(s, 128, 132, L2, 2, window=Window(1024, 0))
-    assert sch.static and sch.sections == rule
+    assert sch.lpt and sch.static and sch.sections == rule
 
 
 def test_schedule_defines_leave_plain_causal_above_the_dynamic_bound_on_the_fixed_walk():
@@ -195,8 +203,8 @@ def test_plain_causal_above_d_128_takes_the_lpt_walk(shape, sections):
 def test_the_schedule_knobs_turn_the_lpt_walk_off():
     """schedule's A/B knobs above d = 128: `persistent=False` the one-CTA-a-tile grid in the same sections,
     `defines=()` with `persistent=True` the static walk in the L2 rule's sections, WIDE_DYNAMIC the dynamic
-    schedule; no lpt walk by default at d <= 128 or without a mask, none with a window, a varlen batch or the dynamic
-    build."""
+    schedule; no lpt walk by default at d <= 128 or without a mask, none with a varlen batch, a window without the
+    causal flag or the dynamic build."""
     from kernels.sm90_schedule import WIDE_DYNAMIC, l2_section_heads, lpt_walk, schedule
     from kernels.window import Window
 
@@ -208,15 +216,16 @@ def test_the_schedule_knobs_turn_the_lpt_walk_off():
     assert walk.sections == min(16, l2_section_heads(2, 8, 8, 8192, 256, 2, L2)) == 16
     dyn = schedule(_s(8, 8, 2048, 256), 128, SMS, L2, 2, defines=(WIDE_DYNAMIC,))
     assert (dyn.lpt, dyn.persistent, dyn.static) == (False, True, False)
-    for other in (dict(window=Window(1024, 0)), dict(varlen=True)):
+    for other in (dict(window=Window(1024, 0), varlen=True), dict(varlen=True)):
         assert not lpt_walk(long, **other) and not schedule(long, 128, SMS, L2, 2, **other).lpt
+    assert not lpt_walk(_s(2, 8, 8192, 256, causal=False), Window(1024, 1024))
     assert not schedule(_s(2, 8, 8192, 128), 128, SMS, L2, 2).lpt
     assert not schedule(_s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2).lpt
-    for bad in (dict(window=Window(1024, 0)), dict(varlen=True)):
-        with pytest.raises(ValueError, match="lpt walk"):
-            schedule(long, 128, SMS, L2, 2, persistent="lpt", **bad)
     with pytest.raises(ValueError, match="lpt walk"):
-        schedule(_s(2, 8, 8192, 256, causal=False), 128, SMS, L2, 2, persistent="lpt")
+        schedule(long, 128, SMS, L2, 2, persistent="lpt", varlen=True)
+    for plain in (_s(2, 8, 8192, 256, causal=False), _s(2, 8, 8192, 128, causal=False)):
+        with pytest.raises(ValueError, match="lpt walk"):
+            schedule(plain, 128, SMS, L2, 2, persistent="lpt", window=Window(1024, 1024))
     with pytest.raises(ValueError, match="fixed walk's build"):
         schedule(long, 128, SMS, L2, 2, defines=(WIDE_DYNAMIC,), persistent="lpt")
 
@@ -248,20 +257,50 @@ def test_causal_chunks_follow_the_bottom_right_diagonal():
     assert causal_chunks(1030, 1030, 128, 64, 192)[:2] == [1, 3] and causal_chunks(1030, 1030, 128, 64, 256)[:2] == [2, 4]
 
 
-@pytest.mark.parametrize("B, H, N_q, N_k, block_m, block_n, ctas, sections", [
-    (2, 8, 8192, 8192, 128, 80, 132, 2), (16, 8, 1024, 1024, 128, 64, 132, 16), (1, 10, 3001, 3100, 128, 112, 132, 4),
-    (1, 2, 300, 40, 128, 64, 5, 1), (3, 5, 2048, 2048, 128, 80, 132, 15), (4, 4, 1030, 1030, 128, 64, 132, 3)])
-def test_the_lpt_table_hands_every_tile_once_in_order_and_balanced(B, H, N_q, N_k, block_m, block_n, ctas, sections):
-    """lpt_order: every tile in exactly one CTA's column, each column in the list's order and ended by -2 (-1 past
-    its end), the first round the list's first tiles, and the columns' loads (chunks and the overhead) within the
-    longest tile of each other (the greedy pass's bound)."""
-    from kernels.sm90_schedule import LPT_TILE_OVERHEAD_CHUNKS, causal_chunks, lpt_order
+@pytest.mark.parametrize("N_q, N_k, block_m, block_n, left, right", [
+    (1024, 1024, 128, 128, 256, 0), (1000, 1000, 128, 96, 300, 0), (700, 1100, 192, 128, 129, 0),
+    (1100, 700, 128, 64, 200, 0), (900, 900, 128, 80, 100, 50), (500, 500, 128, 64, 0, 0), (300, 40, 128, 64, 10, 0),
+    (2048, 2048, 128, 176, 5000, 0)])
+def test_window_tile_chunks_are_the_chunks_the_band_touches(N_q, N_k, block_m, block_n, left, right):
+    """tile_chunks with a window: for each query tile (its rows unshifted, as the window kernel's TileInfo takes
+    them, the tail tile's past N_q too) the number of key chunks any of its rows' band (bottom-right: row i sees
+    keys i + N_k - N_q - left .. i + N_k - N_q + right) touches, counted from the mask itself."""
+    import numpy as np
+
+    from kernels.sm90_schedule import tile_chunks
+    from kernels.window import Window
+
+    s = {"B": 1, "H": 1, "H_kv": 1, "N_q": N_q, "N_k": N_k, "d": 128, "causal": True}
+    got = tile_chunks(s, block_m, block_n, Window(left, right))
+    keys = np.arange(N_k)[None, :]
+    want = []
+    for m in range(-(-N_q // block_m)):
+        rows = np.arange(m * block_m, (m + 1) * block_m)[:, None] + N_k - N_q
+        band = (keys >= rows - left) & (keys <= rows + right)
+        want.append(sum(bool(band[:, j:j + block_n].any()) for j in range(0, N_k, block_n)))
+    assert got == want
+
+
+@pytest.mark.parametrize("B, H, N_q, N_k, block_m, block_n, ctas, sections, left", [
+    (2, 8, 8192, 8192, 128, 80, 132, 2, None), (16, 8, 1024, 1024, 128, 64, 132, 16, None),
+    (1, 10, 3001, 3100, 128, 112, 132, 4, None), (1, 2, 300, 40, 128, 64, 5, 1, None),
+    (3, 5, 2048, 2048, 128, 80, 132, 15, None), (4, 4, 1030, 1030, 128, 64, 132, 3, None),
+    (1, 16, 32768, 32768, 128, 128, 132, 2, 8192), (2, 8, 4000, 4100, 192, 128, 132, 2, 1000),
+    (1, 4, 1000, 1000, 128, 64, 7, 1, 0)])
+def test_the_lpt_table_hands_every_tile_once_in_order_and_balanced(B, H, N_q, N_k, block_m, block_n, ctas, sections,
+                                                                   left):
+    """lpt_order (plain causal, and with a causal window of `left` keys): every tile in exactly one CTA's column,
+    each column in the list's order and ended by -2 (-1 past its end), the first round the list's first tiles, and
+    the columns' loads (chunks and the overhead) within the longest tile of each other (the greedy pass's bound)."""
+    from kernels.sm90_schedule import LPT_TILE_OVERHEAD_CHUNKS, lpt_order, tile_chunks
+    from kernels.window import Window
 
     s = {"B": B, "H": H, "H_kv": H, "N_q": N_q, "N_k": N_k, "d": 256, "causal": True}
-    table = lpt_order(s, block_m, block_n, ctas, sections)
+    window = None if left is None else Window(left, 0)
+    table = lpt_order(s, block_m, block_n, ctas, sections, window)
     rounds = len(table) // ctas
     assert len(table) == rounds * ctas
-    chunks = causal_chunks(N_q, N_k, block_m, block_n, 256)
+    chunks = tile_chunks(s, block_m, block_n, window)
     num_m, heads = len(chunks), B * H
     cost = []
     for t in range(num_m * heads):   # the kernel's TileInfo: t -> m_block within sections of `sections` heads
