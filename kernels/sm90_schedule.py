@@ -52,7 +52,8 @@ DYNAMIC_MAX_HEAD_DIM = 128
 # claims (validation/results/profile-window-h100-2026-11-25/: (4096, 0) at N = 32768 6.4-8.5% over three
 # configs; cut for 6 to 50% of the rows at d 64 and 128, N 8192 and 32768: 0.4 to 8.5% faster; the one
 # loss, 1.9%, a (512, 0) window at N = 4096 with 64-key chunks).  Plain causal attention (every row cut)
-# keeps the dynamic schedule, which balances its unequal tiles.
+# keeps the dynamic schedule, which balances its unequal tiles.  Those windows are built so, and walk the lpt walk's
+# table (lpt_walk; WINDOW_SECTION_KV_HEADS says why).
 STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 # A sliding window's tiles read their band of K and V (left + block_m keys a tile), not the whole sequence, so where
 # the L2 rule (sized on N_k) gives them one section of every head (fewer than MIN_SECTION_HEADS fit), a round's tiles
