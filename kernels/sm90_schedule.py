@@ -310,7 +310,7 @@ def schedule(s: dict, block_m: int, sms: int, l2_bytes: int, elem_bytes: int, wi
     `persistent=True` the static walk, `defines=(WIDE_DYNAMIC,)` the dynamic schedule; `persistent="lpt"` the lpt
     walk of any plain causal launch (at d <= DYNAMIC_MAX_HEAD_DIM built for the fixed walk, STATIC_SCHEDULE: within
     a run's spread of the claims there, validation/results/profile-sm90-lpt-small-h200-2026-11-29/).  The lpt walk
-    and the grid take grid_section_heads' sections where `sections` is not given."""
+    and the grid take grid_section_heads' sections where `sections` is not given (a window section_heads')."""
     wide = lpt_walk(s, window, varlen)
     if persistent == "lpt" and not (s["causal"] and not varlen):
         raise ValueError("the lpt walk is for causal launches (a causal window's too; not varlen)")
