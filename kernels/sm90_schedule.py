@@ -63,10 +63,10 @@ STATIC_SCHEDULE = "SM90_STATIC_SCHEDULE"
 # land unevenly on the rounds: Nsight Compute found the d = 128 (8192, 0) window's SMs idle 14% of the launch
 # (validation/results/profile-sm90-window-slope-h200-2026-11-29/).  So a window the static walk would take walks
 # the lpt walk's table in these sections (lpt_walk, at every head dim): in two runs 0.3 to 8.6% faster than the
-# static walk at d = 64 to 128 (walk-narrow-run*.json; (4096, 0) N = 32768 d = 128 3.5 / 3.7%, (8192, 0) 6.8 /
+# static walk at d = 64 to 128 (walk-narrow-run*.json; (4096, 0) N = 32768 d = 128 3.7 / 3.5%, (8192, 0) 6.8 /
 # 8.6%) and faster than the claims in the same sections at every shape there; -0.5 to +4.7% at d = 192 and 256
 # (walk-wide-run*.json; two heads a section 0 to 3.3% faster than the table's one section of all heads; the claims
-# in two-head sections level but at d = 256 (2048, 0) N = 16384 B2, 1.3% faster in one run of two).
+# in two-head sections 0.9 to 3.9% slower but at d = 256 (2048, 0) N = 16384 B2: 1.2% faster in one run of two).
 WINDOW_SECTION_KV_HEADS = 2
 DYNAMIC_FULL = "SM90_DYNAMIC_FULL"   # A/B runs: the claims without a mask too (they need the counter)
 NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail split (FwdTraits::kSplit)
