@@ -45,11 +45,14 @@ def launch(cfg, win, defines, persistent, sections):
                                                 _persistent=persistent, _sections=sections)
 
 
+def model_shape(d, H, B, N, left) -> dict:
+    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
+            "window_left": left, "window_right": 0}
+
+
 def group(d, H, B, N, left, fa4) -> list[dict]:
     win = Window(left, 0)
-    s = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
-         "window_left": left, "window_right": 0}
-    cfg, _ = probe_record.sm90_launch(s, win)
+    cfg, _ = probe_record.sm90_launch(model_shape(d, H, B, N, left), win)
     fns = [(f"{cfg.name} {lab}", launch(cfg, win, *b)) for lab, b in builds(d).items()]
     sets = probe_record.random_sets(B, H, N, d, seed=5003 * RUN + d + N + left)
     err = probe_record.reference_errors(fns[:1], *sets[0], True, f"d{d} N{N} ({left}, 0)", window_size=(left, 0))
@@ -74,9 +77,7 @@ def main():
     t0 = time.time()
     jobs = set()
     for d, H, B, N, left in SHAPES:
-        s = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
-             "window_left": left, "window_right": 0}
-        cfg, shipped = probe_record.sm90_launch(s, Window(left, 0))
+        cfg, shipped = probe_record.sm90_launch(model_shape(d, H, B, N, left), Window(left, 0))
         jobs |= {(cfg, shipped), (cfg, (STATIC_SCHEDULE,) if d <= DYNAMIC_MAX_HEAD_DIM else ())}
         jobs |= {(cfg, df) for df, _, _ in builds(d).values() if df is not None}
     kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", True, tuple(df), local=True))(*j)
