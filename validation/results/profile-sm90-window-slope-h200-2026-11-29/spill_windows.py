@@ -21,4 +21,5 @@ def one(ij):
 with ThreadPoolExecutor(2) as ex:
     for name,df,r in ex.map(one, enumerate(jobs)):
         print(name, [x for x in df if 'STATIC' in x or 'DYN' in x],
-              r['registers'] if 'registers' in r else r.get('regs'), 'spill', r['spill_stores'], r['spill_loads'], r.get('ptxas_codes'), flush=True)
+              r['registers'] if 'registers' in r else r.get('regs'), 'spill', r['spill_stores'], r['spill_loads'],
+              r.get('ptxas_codes'), flush=True)
