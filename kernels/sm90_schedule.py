@@ -206,9 +206,9 @@ def lpt_walk(s: dict, window=None, varlen: bool = False) -> bool:
     STATIC_SCHEDULE): see WINDOW_SECTION_KV_HEADS."""
     if not s["causal"] or varlen:
         return False
-    if window is None or s["d"] > DYNAMIC_MAX_HEAD_DIM:
-        return s["d"] > DYNAMIC_MAX_HEAD_DIM
-    return STATIC_SCHEDULE in schedule_defines(s, window, varlen)
+    if s["d"] > DYNAMIC_MAX_HEAD_DIM:
+        return True
+    return window is not None and STATIC_SCHEDULE in schedule_defines(s, window, varlen)
 
 
 def causal_chunks(N_q: int, N_k: int, block_m: int, block_n: int, d: int) -> list[int]:

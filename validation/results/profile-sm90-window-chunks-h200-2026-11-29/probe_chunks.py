@@ -31,6 +31,7 @@ from kernels import compile as kcompile, flash_sm90
 from kernels.sm90_schedule import STATIC_SCHEDULE
 from kernels.window import Window
 from validation import probe_record
+from validation.plan import make_shape
 from validation.timing import CudaEventTimer
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "tiles"
@@ -47,6 +48,11 @@ LAUNCHES = {
     "plain N4096 (no cluster)": (8, 16, 4096, False, None, (), None),
     "causal N32768": (1, 16, 32768, True, None, (), None),
 }
+
+
+def window_shape(d, H, B, N, left) -> dict:
+    """The model's causal shape of B*N tokens and H*d width with a (left, 0) window's fields."""
+    return {**make_shape(N, d, True, tokens=B * N, hidden=H * d), **Window(left, 0).shape_fields()}
 
 
 def call(B, H, N, causal, window, defines, sections, extra=()):
@@ -140,9 +146,7 @@ def peers():
     from validation.peers import peer_runners
     fa4, rows = peer_runners(torch)["fa4"][0], []
     for d, H in ((128, 16), (96, 21), (64, 32)):
-        s = {"B": 1, "H": H, "H_kv": H, "N_q": 32768, "N_k": 32768, "d": d, "causal": True, "dtype": "bf16",
-             "window_left": W.left, "window_right": 0}
-        cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), s).config
+        cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), window_shape(d, H, 1, 32768, W.left)).config
         builds = {"static (shipped)": ((STATIC_SCHEDULE,), None), "claims": ((), None),
                   "static sections 1": ((STATIC_SCHEDULE,), 1), "static sections 8": ((STATIC_SCHEDULE,), 8)}
         kcompile.precompile([(lambda df: lambda: flash_sm90.module(cfg, "bf16", True, df, local=True))(df)
@@ -184,8 +188,7 @@ def section_group(d, H, B, N, left):
     from validation.reference import attention_reference
 
     win = Window(left, 0)
-    s = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
-         "window_left": left, "window_right": 0}
+    s = window_shape(d, H, B, N, left)
     cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), s).config
     secs = sorted({1, 2, 4, 8, 16, B * H} & set(range(1, B * H + 1)))
     static, claims = build_defines(d)
@@ -214,9 +217,8 @@ def sections():
     from iomodel import chooser
 
     shapes = WIDE_SHAPES if WIDE else SECTION_SHAPES
-    cfgs = {chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), {
-        "B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16", "window_left": left,
-        "window_right": 0}).config for d, H, B, N, left in shapes}
+    cfgs = {chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), window_shape(d, H, B, N, left)).config
+            for d, H, B, N, left in shapes}
     kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", True, df, local=True))(c, df)
                          for c in cfgs for df in build_defines(c.head_dim)])
     rows = []
@@ -264,9 +266,7 @@ def power():
     sampled = probe_record.load(probe_record.POWER_PROBE).sampled
     for d, H, B, N, left in POWER_SHAPES:
         win = Window(left, 0)
-        s = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
-             "window_left": left, "window_right": 0}
-        cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), s).config
+        cfg = chooser.choose(["flash_sm90"], torch.cuda.get_device_name(), window_shape(d, H, B, N, left)).config
         fns = [(f"{cfg.name} {lab}", (lambda sec: lambda q, k, v: flash_sm90.attention(
             q, k, v, causal=True, config=cfg, window=win, _sections=sec))(sec))
                for lab, sec in (("shipped", None), ("one section of all heads", B * H))]

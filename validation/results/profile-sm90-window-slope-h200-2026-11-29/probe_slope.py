@@ -2,7 +2,6 @@
 a fixed N has the same tiles at every width; only their chunks change.  So time against the window's width, fitted
 as a line, splits a launch into what its tiles cost whatever the width (the intercept: first chunk, epilogue, gap,
 the band's masked edges) and what a key more of band costs (the slope).
-`fit`: the lines of slope-run<RUN>.json beside this file.
 `slope`: at N = 32768, B1 (d = 128 H16, d = 64 H32), windows (1024, 0) to (8192, 0) and full causal: the launcher's
 pick and schedule, the d = 128 window built as 128x128 s2 (FlashAttention-4's tile) and FlashAttention-4, each shape
 one interleaved group, each callable checked against float32 first.
@@ -14,7 +13,6 @@ PYTHONPATH=.:/tmp/fa4:/tmp/fa4/nvidia_cutlass_dsl/dsl_packages python3 <this fil
 import sys
 import time
 
-import numpy as np
 import torch
 
 from iomodel.families.flash_sm90 import Sm90Config
@@ -23,6 +21,7 @@ from kernels.sm90_schedule import WIDE_DYNAMIC
 from kernels.window import Window
 from validation import probe_record
 from validation.peers import peer_runners
+from validation.plan import make_shape
 from validation.timing import CudaEventTimer
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "slope"
@@ -33,8 +32,9 @@ FA4_TILE = Sm90Config(128, 128, 2, 128, 2)
 
 
 def model_shape(d, H, B, N, left) -> dict:
-    s = {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16"}
-    return s if left is None else {**s, "window_left": left, "window_right": 0}
+    """The model's causal shape of B*N tokens and H*d width, with a (left, 0) window's fields (None: none)."""
+    s = make_shape(N, d, True, tokens=B * N, hidden=H * d)
+    return s if left is None else {**s, **Window(left, 0).shape_fields()}
 
 
 def ours(cfg, win, defines=None):
@@ -77,29 +77,6 @@ def group(d, H, B, N, left, vs) -> list[dict]:
     return rows
 
 
-def fit_lines(rows) -> list[str]:
-    """Per head dim and callable (its label: a config that every window timed): ms = a + b * window, fitted over
-    the windowed rows."""
-    lines = []
-    for d in sorted({r["d"] for r in rows}, reverse=True):
-        for imp in dict.fromkeys(r["impl"] for r in rows if r["d"] == d):
-            pts = [(r["left"], r["median_ms"]) for r in rows
-                   if r["d"] == d and r["left"] is not None and r["impl"] == imp]
-            if len(pts) >= 3:
-                x, y = np.array(pts, dtype=float).T
-                b, a = np.polyfit(x, y, 1)
-                lines.append(f"d{d} {imp:26s} ms = {a:.4f} + {b * 1024:.4f} per 1024 keys of band over {len(pts)} "
-                             f"windows (max residual {np.abs(y - (a + b * x)).max():.4f})")
-    return lines
-
-
-if __name__ == "__main__" and MODE == "fit":   # the fits of a run's file: python3 <this file> fit RUN
-    import json
-
-    print("\n".join(fit_lines(json.load(open(f"{__file__.rsplit('/', 1)[0]}/slope-run{RUN}.json"))["rows"])))
-    raise SystemExit(0)
-
-
 def main():
     fa4 = peer_runners(torch)["fa4"][0]
     wide = MODE == "wide"
@@ -118,7 +95,7 @@ def main():
     print("\n".join(probe_record.peer_table(rows, ("d", "N", "left"), lambda r: r["impl"] == "fa4")
                     if fa4 is not None else []))
     if not wide:
-        print("\n".join(fit_lines(rows)))
+        print("\n".join(probe_record.load(f"{HERE.rsplit('/', 1)[0]}/fit_slope.py").fit_lines(rows)))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import time
 import torch
 
 from kernels import compile as kcompile, flash_sm90
-from kernels.sm90_schedule import DYNAMIC_MAX_HEAD_DIM, STATIC_SCHEDULE, WIDE_DYNAMIC, WINDOW_SECTION_KV_HEADS
+from kernels.sm90_schedule import DYNAMIC_MAX_HEAD_DIM, WIDE_DYNAMIC, WINDOW_SECTION_KV_HEADS
 from kernels.window import Window
 from validation import probe_record
 from validation.peers import peer_runners
@@ -45,9 +45,8 @@ def launch(cfg, win, defines, persistent, sections):
                                                 _persistent=persistent, _sections=sections)
 
 
-def model_shape(d, H, B, N, left) -> dict:
-    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": True, "dtype": "bf16",
-            "window_left": left, "window_right": 0}
+# the slope probe's model shape of (d, H, B, N, left)
+model_shape = probe_record.load(HERE.replace("probe_walk.py", "probe_slope.py")).model_shape
 
 
 def group(d, H, B, N, left, fa4) -> list[dict]:
@@ -78,7 +77,7 @@ def main():
     jobs = set()
     for d, H, B, N, left in SHAPES:
         cfg, shipped = probe_record.sm90_launch(model_shape(d, H, B, N, left), Window(left, 0))
-        jobs |= {(cfg, shipped), (cfg, (STATIC_SCHEDULE,) if d <= DYNAMIC_MAX_HEAD_DIM else ())}
+        jobs.add((cfg, shipped))
         jobs |= {(cfg, df) for df, _, _ in builds(d).values() if df is not None}
     kcompile.precompile([(lambda c, df: lambda: flash_sm90.module(c, "bf16", True, tuple(df), local=True))(*j)
                          for j in jobs])

@@ -1,7 +1,7 @@
 """ptxas -v (local nvcc 13.0, sm_90a) of every shipped config's causal window variant as the launcher builds it
 (STATIC_SCHEDULE up to d = 128; above it the default build and WIDE_DYNAMIC), after the table change: registers,
 spill bytes.  Run from the repository root: PYTHONPATH=. python3 <this file>  (-> spill-windows.log)"""
-import sys, tempfile
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from iomodel.families.flash_sm90 import SHIPPED
 from kernels import codegen, compile, reports
