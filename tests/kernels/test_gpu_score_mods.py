@@ -76,6 +76,27 @@ def test_large_scores_under_a_small_cap_and_other_head_dims(d, dtype, backend, r
         check_attention(out, lse, q, k, v, True, TOL[dtype], softcap=cap, alibi_slopes=sl)
 
 
+def _wide_sm90_with_every_feature():
+    """The wgmma configs above d = 128 whose causal window build with a softcap and ALiBi is offered (the kernels
+    with the most values live at once: a build taken off flash_sm90.SPILLING is first run here)."""
+    if "sm90" not in BACKENDS:
+        return []
+    from iomodel.families import flash_sm90
+
+    every = frozenset({"causal", "window", "softcap", "alibi"})
+    return [c for c in flash_sm90.SHIPPED if c.head_dim > 128 and (c, every) not in flash_sm90.SPILLING]
+
+
+@pytest.mark.parametrize("cfg", _wide_sm90_with_every_feature(), ids=lambda c: f"{c.block_m}x{c.block_n}s{c.stages}"
+                         f"-d{c.head_dim}")
+def test_every_offered_wide_wgmma_config_with_a_window_softcap_and_alibi(cfg, random_qkv, check_attention):
+    q, k, v = random_qkv(2, 4, 2, 611, 900, cfg.head_dim, seed=cfg.block_n + cfg.stages)
+    slopes = _slopes(2, 4, True, cfg.block_n)
+    feats = {"window_size": (300, 0), "softcap": 12.0, "alibi_slopes": slopes}
+    out, lse = kernels.flash_attention(q, k, v, causal=True, config=cfg, return_lse=True, **feats)
+    check_attention(out, lse, q, k, v, True, TOL[q.dtype], **feats)
+
+
 def test_flash_attn_func_takes_softcap_and_alibi(check_attention):
     g = torch.Generator(device="cuda").manual_seed(11)
     q = torch.randn((2, 513, 8, 128), generator=g, device="cuda").bfloat16()        # (B, N, H, d)
