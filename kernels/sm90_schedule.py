@@ -10,8 +10,8 @@ import heapq
 from dataclasses import dataclass
 
 __all__ = ["PERSISTENT", "DEFAULT_DEFINES", "STATIC_SCHEDULE", "DYNAMIC_FULL", "NO_SPLIT", "CLUSTER",
-           "CLUSTER_MIN_KEYS", "CLUSTER_SPILLING", "pairs_tiles", "WIDE_DYNAMIC", "WIDE_DYNAMIC_SPILLING",
-           "WINDOW_SECTION_KV_HEADS", "tile_chunks",
+           "CLUSTER_MIN_KEYS", "CLUSTER_MIN_HEAD_DIM", "CLUSTER_SPILLING", "pairs_tiles", "WIDE_DYNAMIC",
+           "WIDE_DYNAMIC_SPILLING", "WINDOW_SECTION_KV_HEADS", "tile_chunks",
            "DYNAMIC_MAX_HEAD_DIM", "Schedule", "schedule", "schedule_defines", "lpt_walk", "heads_per_section",
            "l2_section_heads", "grid_section_heads", "section_heads", "tail_split", "lpt_order", "causal_chunks"]
 
@@ -80,6 +80,12 @@ NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail
 # made it 15 to 27% slower (scope-run1.json there).
 CLUSTER = "SM90_CLUSTER"
 CLUSTER_MIN_KEYS = 4096
+# ... and a head dim of at least this: on an H100 (2026-12-06, validation/results/acceptance-h100-2026-12-06/,
+# probe_cluster.py, two runs) the pair ran d = 32 1.6 to 5.4% slower than the plain kernel (N = 4096 and 16384), where
+# Nsight Compute had found its warps stalled on barriers 1.7 cycles an instruction (FlashAttention-4's 0.28): the
+# pair waits on its slower CTA, and at d = 32 the K and V reads it halves are a small share of a tile's time (the
+# model's L2 term 0.23 of it at the pick, 0.36 at d = 64, 0.41 at d = 96, 0.62 to 0.67 from d = 128 up).
+CLUSTER_MIN_HEAD_DIM = 64
 # ... but for the configs whose cluster build spills (nvcc 13.0, sm_90a: 4 to 80 bytes; with two consumer warpgroups
 # the pair's producer keeps 40 registers and leaves each consumer 232, not 240; tests/kernels/test_build_sm90.py).
 # (d = 256's 128x64 spilled too before the stale max, FwdTraits::kStaleLog2, took alpha and O's multiplies off most
@@ -267,11 +273,11 @@ def lpt_order(s: dict, block_m: int, block_n: int, ctas: int, sections: int, win
 
 def pairs_tiles(s: dict, config, window=None, varlen: bool = False, modified: bool = False) -> bool:
     """Whether a launch of `config` (an Sm90Config) runs as clusters of two CTAs (CLUSTER): the plain kernel (no
-    mask, window, score modifier or varlen batch), tiles that stream at least CLUSTER_MIN_KEYS keys, an even
-    number of them a head, a config whose cluster build does not spill."""
+    mask, window, score modifier or varlen batch) at a head dim of at least CLUSTER_MIN_HEAD_DIM, tiles that stream
+    at least CLUSTER_MIN_KEYS keys, an even number of them a head, a config whose cluster build does not spill."""
     plain = not s["causal"] and window is None and not varlen and not modified
-    return (plain and s["N_k"] >= CLUSTER_MIN_KEYS and -(-s["N_q"] // config.block_m) % 2 == 0
-            and config.name not in CLUSTER_SPILLING)
+    return (plain and s["N_k"] >= CLUSTER_MIN_KEYS and s["d"] >= CLUSTER_MIN_HEAD_DIM
+            and -(-s["N_q"] // config.block_m) % 2 == 0 and config.name not in CLUSTER_SPILLING)
 
 
 def schedule_defines(s: dict, window=None, varlen: bool = False, config=None, modified: bool = False

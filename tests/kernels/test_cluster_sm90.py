@@ -31,7 +31,7 @@ def _shape(N_q, N_k=None, d=128, causal=False):
 
 
 def test_the_launcher_pairs_the_plain_kernels_long_tiles_by_default():
-    from kernels.sm90_schedule import CLUSTER_MIN_KEYS, pairs_tiles, schedule
+    from kernels.sm90_schedule import CLUSTER_MIN_HEAD_DIM, CLUSTER_MIN_KEYS, pairs_tiles, schedule
     from kernels.window import Window
 
     def defines(s, block_m=128, **kw):
@@ -44,6 +44,8 @@ def test_the_launcher_pairs_the_plain_kernels_long_tiles_by_default():
     assert defines(_shape(16384, d=64), 192) == (flash_sm90.CLUSTER,)   # 86 tiles of 192 rows
     assert defines(_shape(32768, d=64), 192) == ()                   # 171: the last tile has no partner
     assert defines(_shape(4096, 4095)) == ()                         # tiles too short to gain
+    assert CLUSTER_MIN_HEAD_DIM == 64
+    assert defines(_shape(4096, d=32), 192) == ()                     # d = 32: the pair waits more than it saves
     assert defines(_shape(4096, causal=True)) == ()
     assert defines(_shape(4096), varlen=True) == ()
     assert defines(_shape(4096), modified=True) == ()
