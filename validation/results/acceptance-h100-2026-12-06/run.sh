@@ -5,6 +5,7 @@
 #   window  the (4096, 0) window against its causal attention, N = 32768, d = 128
 #   sweep   the wgmma sweep, FlashAttention-4 in the same groups (after the third part is staged)
 #   shapes  the named shapes the sweep leaves out: d = 256 / 192 / 96 / 32, d = 64 at N = 32768, windows per head dim
+#   leads   the shapes FlashAttention-4 led in the runs of 2026-12-06 (README.md here), to rerun after a change
 set -euo pipefail
 stage=${1:?stage}
 seed=${2:?seed}
@@ -21,5 +22,8 @@ case $stage in
         --shape 4096:96 --shape 4096:96:causal --shape 4096:32 --shape 4096:32:causal \
         --shape 32768:64:causal:w4096 --shape 32768:96:causal:w4096 --shape 32768:192:causal:w4096 \
         --shape 32768:256:causal:w4096 --out "$OUT/shapes.json" ;;
+    leads) PYTHONPATH=.:$FA4 run --only flash_sm90,peers --budget-s 240 --rounds 7 --seed "$seed" \
+        --shape 4096:32 --shape 16384:32 --shape 16384:128:causal --shape 32768:64 --shape 16384:64:causal \
+        --shape 4096:128 --out "$OUT/leads.json" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
 esac
