@@ -14,6 +14,7 @@ from iomodel import chooser, families
 from kernels import flash_sm90
 from kernels.sm90_schedule import schedule
 from validation import probe_record
+from validation.plan import make_shape
 
 RUN = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 HERE = "validation/results/acceptance-h100-2026-12-06/probe_configs.py"
@@ -22,13 +23,9 @@ SHAPES = [(32, 64, 4096, 4, False), (128, 16, 16384, 1, True), (64, 32, 32768, 1
 TOP = 5
 
 
-def model_shape(d, H, N, B, causal) -> dict:
-    return {"B": B, "H": H, "H_kv": H, "N_q": N, "N_k": N, "d": d, "causal": causal, "dtype": "bf16"}
-
-
 def variants(d, H, N, B, causal):
     """(label, config, defines) of the model's TOP configs of the shape (its pick first)."""
-    s = model_shape(d, H, N, B, causal)
+    s = make_shape(N, d, causal, tokens=B * N)   # (H = 2048 / d, as SHAPES has it)
     fam, props = families.get("flash_sm90"), torch.cuda.get_device_properties(0)
     ranked = chooser.rank_configs("flash_sm90", torch.cuda.get_device_name(), s, fam.shipped_for(s))
     pick, cfgs = ranked[0].config, [p.config for p in ranked[:TOP]]
