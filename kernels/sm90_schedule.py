@@ -81,10 +81,11 @@ NO_SPLIT = "SM90_NO_SPLIT"   # A/B runs: the plain kernel built without the tail
 CLUSTER = "SM90_CLUSTER"
 CLUSTER_MIN_KEYS = 4096
 # ... and a head dim of at least this: on an H100 (2026-12-06, validation/results/acceptance-h100-2026-12-06/,
-# probe_cluster.py, two runs) the pair ran d = 32 1.6 to 5.7% slower than the plain kernel (N = 4096 and 16384), where
-# Nsight Compute had found its warps stalled on barriers 1.7 cycles an instruction (FlashAttention-4's 0.28): the
-# pair waits on its slower CTA, and at d = 32 the K and V reads it halves are a small share of a tile's time (the
-# model's L2 term at N = 4096: 0.23 of it at the pick, 0.36 at d = 64, 0.42 at d = 96, 0.62 to 0.66 from d = 128 up).
+# probe_cluster.py, two runs) the pair ran d = 32 1.6 to 5.7% slower than the plain kernel (N = 4096 and 16384); Nsight
+# Compute had found the paired launch's warps stalled on barriers 1.7 cycles an instruction (FlashAttention-4's 0.28;
+# the plain build not profiled).  A pair waits on its slower CTA, and at d = 32 the K and V reads it halves are a small
+# share of a tile's time (the model's L2 term at N = 4096: 0.23 of it at the pick, 0.36 at d = 64, 0.42 at d = 96,
+# 0.62 to 0.66 from d = 128 up).
 CLUSTER_MIN_HEAD_DIM = 64
 # ... but for the configs whose cluster build spills (nvcc 13.0, sm_90a: 4 to 80 bytes; with two consumer warpgroups
 # the pair's producer keeps 40 registers and leaves each consumer 232, not 240; tests/kernels/test_build_sm90.py).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute of d = 32 without a mask at N = 4096 (B4 H64, bf16), where FlashAttention-4 led our best tile by 5 to
 # 7% in probe_configs.py: ours as the launcher runs it (192x144 c3 s4), ours at FlashAttention-4's tile (192x128 c3),
-# FlashAttention-4; clocks locked at base (a cycle for a cycle), one launch each after two, with the pipes' shares.
+# FlashAttention-4; clocks asked at base (ncu still reported 1.45 to 1.60 GHz: read cycles, not times), one launch
+# each after two, with the pipes' shares.
 # FlashAttention-4 must import (docs/validation.md).  On a GPU machine, from the repository root:
 #   OUT=dir bash validation/results/acceptance-h100-2026-12-06/ncu_d32.sh   (a CSV a launch, then the table)
 . validation/ncu_common.sh
