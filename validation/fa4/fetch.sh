@@ -28,6 +28,6 @@ big=$(ls "$DL"/nvidia_cutlass_dsl_libs_cu13-*.whl)
 split -b 31m "$big" "$DL/cu13.part."          # three parts: .aa .ab .ac
 echo "$(basename "$big")" > .fa4-part3/cu13.name
 mv "$DL/cu13.part.aa" .fa4-part1/ && mv "$DL/cu13.part.ab" .fa4-part2/ && mv "$DL/cu13.part.ac" .fa4-part3/
-rm "$big" && mv "$DL"/*.whl .fa4-part1/
+rm "$big" && mv "$DL"/*.whl .fa4-part3/   # (beside the smallest piece: each part and the tree within a call's 64 MiB)
 rmdir "$DL"
 du -sh .fa4-part1 .fa4-part2 .fa4-part3

@@ -14,4 +14,7 @@ done
 cat /tmp/fa4w/cu13.part.aa /tmp/fa4w/cu13.part.ab /tmp/fa4w/cu13.part.ac > "/tmp/fa4w/$(cat /tmp/fa4w/cu13.name)"
 rm /tmp/fa4w/cu13.part.* /tmp/fa4w/cu13.name
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fa4 /tmp/fa4w/*.whl
+# (a warm machine keeps /tmp/fa4w between calls: an install from a partial set there must not pass for one)
+PYTHONPATH=/tmp/fa4:/tmp/fa4/nvidia_cutlass_dsl/dsl_packages python3 -c "import flash_attn.cute" 2>/dev/null ||
+    { echo "fa4: installed, but flash_attn.cute does not import (a part missing? carry all three again)"; exit 1; }
 echo "fa4: installed in /tmp/fa4"
