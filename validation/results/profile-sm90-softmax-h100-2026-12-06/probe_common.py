@@ -23,21 +23,22 @@ def launch_defines(s: dict, config) -> tuple[str, ...]:
 
 
 def cudnn_groups(shapes, calls, seed_of) -> list[dict]:
-    """For each shape (d, H, N, B) without a mask, ``calls(*shape)`` ((label, callable(q, k, v))) checked against and
-    timed beside cuDNN in one interleaved group (7 rounds, 3 input sets seeded ``seed_of(N)``); progress on stderr."""
+    """For each shape (d, H, N, B[, causal]), ``calls(*shape)`` ((label, callable(q, k, v))) checked against and timed
+    beside cuDNN in one interleaved group (7 rounds, 3 input sets seeded ``seed_of(N)``); progress on stderr."""
     import torch
     from validation import probe_record
     from validation.peers import peer_runners
     from validation.timing import CudaEventTimer
 
     cudnn, timer, rows, t0 = peer_runners(torch)["sdpa_cudnn"][0], CudaEventTimer(), [], time.time()
-    for d, H, N, B in shapes:
-        fns = calls(d, H, N, B)
+    for shape in shapes:
+        d, H, N, B = shape[:4]
+        causal, fns = len(shape) > 4 and bool(shape[4]), calls(*shape)
         rows += probe_record.checked_rows(timer, [f for _, f in fns], [lab for lab, _ in fns],
                                           probe_record.random_sets(B, H, N, d, seed=seed_of(N)),
-                                          ("sdpa_cudnn", lambda q, k, v: cudnn(q, k, v, False)), rounds=7,
-                                          keep_going=True, d=d, N=N, B=B, H=H, causal=False)
-        print(f"d{d} N{N}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+                                          ("sdpa_cudnn", lambda q, k, v, c=causal: cudnn(q, k, v, c)), rounds=7,
+                                          keep_going=True, d=d, N=N, B=B, H=H, causal=causal)
+        print(f"d{d} N{N}{' causal' if causal else ''}: {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     return rows
 
 
@@ -46,7 +47,7 @@ def finish(name: str, rows: list, command: str) -> None:
     from validation import probe_record
 
     probe_record.write(name, rows, command)
-    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B"), lambda r: r["impl"] == "sdpa_cudnn")))
+    print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "causal"), lambda r: r["impl"] == "sdpa_cudnn")))
 
 
 def peer_groups(shapes, variants, seed_of, each=None) -> list[dict]:
