@@ -50,7 +50,7 @@ def finish(name: str, rows: list, command: str) -> None:
     print("\n".join(probe_record.peer_table(rows, ("d", "N", "B", "causal"), lambda r: r["impl"] == "sdpa_cudnn")))
 
 
-def peer_groups(shapes, variants, seed_of, each=None) -> list[dict]:
+def peer_groups(shapes, variants, seed_of, each=None) -> tuple[list[dict], dict]:
     """For each shape (d, H, N, B, causal): the builds of ``variants(*shape)`` ((label, config, defines)), compiled
     first, with FlashAttention-4 (where it imports) checked against and timed beside cuDNN in one interleaved group (7
     rounds, 3 input sets seeded ``seed_of(*shape)``; ``probe_record.peer_group``); ``each(shape, builds, inputs)``,
