@@ -79,8 +79,8 @@ def _configs():
     return {(FAM.label(c), c.head_dim): c for c in FAM.shipped}
 
 
-def predict(rows, point):
-    """The model's ms for every row with the plan's fields of `point` and the stale max drawn at `stale`."""
+def predict(rows, point, gpu: str = "h200-sxm"):
+    """The model's ms for every row on `gpu` with the plan's fields of `point` and the stale max drawn at `stale`."""
     stale = point["stale"]
     plan = dataclasses.replace(F.SM90_PLAN, **{k: v for k, v in point.items() if k != "stale"},
                                interleave_max=1 + 2 * point["interleave_slope"])
@@ -93,7 +93,7 @@ def predict(rows, point):
     out = np.zeros(len(rows))
     for key, items in by_shape.items():
         s = json.loads(key)
-        preds = api.rank_configs("flash_sm90", "h200-sxm", s, [configs[lab, s["d"]] for _, lab in items],
+        preds = api.rank_configs("flash_sm90", gpu, s, [configs[lab, s["d"]] for _, lab in items],
                                  include_infeasible=True)
         ms = {FAM.label(p.config): p.time_s * 1e3 for p in preds}
         for i, lab in items:
