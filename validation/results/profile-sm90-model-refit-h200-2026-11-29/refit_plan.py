@@ -79,15 +79,16 @@ def _configs():
     return {(FAM.label(c), c.head_dim): c for c in FAM.shipped}
 
 
-def predict(rows, point, gpu: str = "h200-sxm"):
-    """The model's ms for every row on `gpu` with the plan's fields of `point` and the stale max drawn at `stale`."""
+def predict(rows, point, gpu: str = "h200-sxm", configs=None):
+    """The model's ms for every row on `gpu` with the plan's fields of `point` and the stale max drawn at `stale`;
+    `configs` ({(label, d): config}) names the rows' configs (default: the shipped ones)."""
     stale = point["stale"]
     plan = dataclasses.replace(F.SM90_PLAN, **{k: v for k, v in point.items() if k != "stale"},
                                interleave_max=1 + 2 * point["interleave_slope"])
     object.__setattr__(FAM, "plan", plan)
     object.__setattr__(FAM, "build", lambda causal, gqa: _stale_diagram(causal, gqa, stale))
     api.family_model.cache_clear()
-    by_shape, configs = {}, _configs()
+    by_shape, configs = {}, configs or _configs()
     for i, (_, s, label, _) in enumerate(rows):
         by_shape.setdefault(json.dumps(s, sort_keys=True), []).append((i, label))
     out = np.zeros(len(rows))

@@ -3,11 +3,11 @@ P times a column of ones beside the P V product, in place of the softmax's FADDs
 four max chains (SM90_MAX_CHAINS=4); with SET = spec, the exponentials against the kept maxima beside the search
 for the chunk's maxima (SM90_SPEC_EXP=1, an A/B upper bound), with and without the row sums by the tensor cores;
 with SET = waits, the producer's waits on the empty barriers with a suspend-time hint or a sleep between tries
-(SM90_WAIT_HINT, SM90_WAIT_SLEEP; ncu had its spin at a fifth of its SMSP's issues, ncu_source.sh), at d = 32 to 256;
+(SM90_WAIT_HINT, SM90_WAIT_SLEEP; ncu_source.sh's SASS page had the producer re-polling them), at d = 32 to 256;
 SET = hints: three hints against none, the same shapes.  Each shape: the model's pick (and at d = 32
-FlashAttention-4's 192x128 tile) under every build, first against the float32 reference (O and LSE), then checked
-against and timed beside cuDNN in one interleaved group (7 rounds, 3 input sets); FlashAttention-4 joins the group
-where it imports.
+FlashAttention-4's 192x128 tile; spec: that tile alone at d = 32; waits and hints: the pick alone) under every
+build, first against the float32 reference (O and LSE), then checked against and timed beside cuDNN in one
+interleaved group (7 rounds, 3 input sets); FlashAttention-4 joins the group where it imports.
 From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [SET]
  -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: sums, the default, spec, waits or hints)"""
 import sys
