@@ -33,6 +33,7 @@
 // clusters of two CTAs), SM90_STALE_LOG2 and SM90_STALE_LOCAL (FwdTraits::kStaleLog2) and SM90_DESC_EACH_STEP
 // (sm90_tiles.cuh) likewise, SM90_ALPHA_LOCAL and SM90_VLAG_LOCAL (A/B: the window kernels with alpha first at
 // d = 128, and with V one chunk behind K; kAlphaCausal, kVLag),
+// SM90_PACK_LATE (A/B: P packed after O's rescale, the order before 2026-12-06),
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -961,10 +962,17 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     fence_regs(o);
                     fence_regs(p);
                     release_kv(emptyV(pstage));
+                    // P packed before O's rescale: behind its branch ptxas left the 16-bit conversions in a run after
+                    // the last exponential; here they fill the MUFU queue's gaps (SM90_PACK_LATE, A/B: the old order).
+#ifndef SM90_PACK_LATE
+                    pack_p<T>(p, s);
+#endif
                     if constexpr (!T::kRescaleEarly) {
                         if (grew) rescale_o<T>(o, alpha);
                     }
+#ifdef SM90_PACK_LATE
                     pack_p<T>(p, s);
+#endif
                 };
                 // The chunks that need a mask (causal diagonal, key tail) come first; the loop over
                 // the rest carries no mask code, which keeps the hot loop small.
