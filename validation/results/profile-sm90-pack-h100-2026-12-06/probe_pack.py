@@ -4,13 +4,14 @@ d = 32 (192x128 s3).  The causal kernels have no stale max, hence no branch befo
 same both ways (their SASS identical, local nvcc 13.0), so their pairs measure the groups' noise.  Each build checked
 against cuDNN and timed beside it (and FlashAttention-4 where it imports) in one interleaved group a shape (7 rounds,
 3 input sets).  SET chains: the old order first (a position bias shows as the causal pairs' gap), then the new one
-with the rows' maxima as 1 (the default), 2 and 4 independent fmax chains (SM90_MAX_CHAINS, a build of the probe's
-day: ../profile-sm90-softmax-h100-2026-12-06/ab-switches.patch has its code).  SET power: the pick alone at the four
+with the rows' maxima as 1 (the default), 2 and 4 independent fmax chains (SM90_MAX_CHAINS; its code and
+SM90_STALE_TEST_LATE's, not kept, are tried-chains-stale.patch beside this file).  SET power: the pick alone at the four
 shapes without a mask of d <= 64, each build then also run back to back for a second, three times, under nvidia-smi
-(the clocks and power: probe_record.add_sustained).  SET stale: the stale-max test on the chunk's maxima with both
-shifts ready before the vote (the kernel of this day) against the order before (SM90_STALE_TEST_LATE), without a
-mask (the causal kernels keep no stale max), the old one first in even runs.  SET pack96: the pack set's builds at
-d = 96 (N = 4096 and 16384) and d = 64 N = 4096, the old order first in even runs.
+(the clocks and power: probe_record.add_sustained).  SET stale (on tried-chains-stale.patch): the stale-max test on
+the chunk's maxima with both shifts ready before the vote, the patch's default, against the order that ships
+(SM90_STALE_TEST_LATE), without a mask (the causal kernels keep no stale max), the shipped one first in even runs.
+SET pack96: the pack set's builds at d = 96 (N = 4096 and 16384) and d = 64 N = 4096, the old order first in even
+runs.
 From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [SET]
  -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: pack, the default, chains, power, stale or pack96)"""
 import os
