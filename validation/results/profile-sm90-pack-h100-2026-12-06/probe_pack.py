@@ -11,9 +11,11 @@ shapes without a mask of d <= 64, each build then also run back to back for a se
 the chunk's maxima with both shifts ready before the vote, the patch's default, against the order that ships
 (SM90_STALE_TEST_LATE), without a mask (the causal kernels keep no stale max), the shipped one first in even runs.
 SET pack96: the pack set's builds at d = 96 (N = 4096 and 16384) and d = 64 N = 4096, the old order first in even
+runs.  SET rowstale: each row's own stale test, without the vote before the exponentials (SM90_ROW_STALE=1: a
+warp's vote then only decides O's rescale), against the shipped test, without a mask, the shipped one first in even
 runs.
 From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [SET]
- -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: pack, the default, chains, power, stale or pack96)"""
+ -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: pack, the default, chains, power, stale, pack96 or rowstale)"""
 import os
 import sys
 import time
@@ -40,11 +42,15 @@ BUILDS = {"pack": {"": (), " late": ("SM90_PACK_LATE",)},
           "chains": {" late": ("SM90_PACK_LATE",), "": (), " ch2": ("SM90_MAX_CHAINS=2",),
                      " ch4": ("SM90_MAX_CHAINS=4",)}, "power": {"": ()},
           "stale": {"": (), " late": ("SM90_STALE_TEST_LATE",)},
-          "pack96": {"": (), " late": ("SM90_PACK_LATE",)}}[SET]
-if SET in ("stale", "pack96") and RUN % 2 == 0:
+          "pack96": {"": (), " late": ("SM90_PACK_LATE",)},
+          "rowstale": {" row": ("SM90_ROW_STALE=1",), "": ()}}[SET]
+if SET in ("stale", "pack96", "rowstale") and RUN % 2 == 0:
     BUILDS = dict(reversed(BUILDS.items()))
 if SET == "stale":
     SHAPES = [s for s in SHAPES if not s[4]]
+if SET == "rowstale":
+    SHAPES = [(32, 64, 4096, 4, False), (32, 64, 16384, 1, False), (64, 32, 4096, 4, False), (96, 21, 16384, 1, False),
+              (128, 16, 4096, 4, False)]
 if SET == "pack96":
     SHAPES = [(96, 21, 4096, 4, False), (96, 21, 16384, 1, False), (64, 32, 4096, 4, False)]
 

@@ -12,12 +12,12 @@ import sass_ops  # noqa: E402
 
 
 def pairs(path: str) -> list[str]:
-    """Per shape and tile: the plain build's median over the A/B build's (tags " late", " ch2", " ch4")."""
+    """Per shape and tile: the plain build's median over the A/B build's (tags " late", " ch2", " ch4", " row")."""
     rows = json.load(open(path))["rows"]
     med = {(r["d"], r["N"], r["causal"], r["impl"]): r["median_ms"] for r in rows if "median_ms" in r}
     out = []
     for (d, n, causal, impl), ms in med.items():
-        for tag in (" late", " ch2", " ch4"):
+        for tag in (" late", " ch2", " ch4", " row"):
             other = med.get((d, n, causal, impl + tag))
             if other:
                 out.append(f"  d{d} N{n}{' causal' if causal else ''} {impl}: day/{tag.strip()} {ms / other:.3f}")
