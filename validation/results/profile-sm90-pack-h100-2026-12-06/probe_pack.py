@@ -11,9 +11,9 @@ shapes without a mask of d <= 64, each build then also run back to back for a se
 the chunk's maxima with both shifts ready before the vote, the patch's default, against the order that ships
 (SM90_STALE_TEST_LATE), without a mask (the causal kernels keep no stale max), the shipped one first in even runs.
 SET pack96: the pack set's builds at d = 96 (N = 4096 and 16384) and d = 64 N = 4096, the old order first in even
-runs.  SET rowstale: each row's own stale test, without the vote before the exponentials (SM90_ROW_STALE=1: a
-warp's vote then only decides O's rescale), against the shipped test, without a mask, the shipped one first in even
-runs.
+runs.  SET rowstale (on tried-row-stale.patch): each row's own stale test, without the vote before the exponentials
+(SM90_ROW_STALE=1: a warp's vote then only decides O's rescale), against the shipped test, without a mask, the shipped
+one first in even runs.
 From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [SET]
  -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: pack, the default, chains, power, stale, pack96 or rowstale)"""
 import os

@@ -1,5 +1,6 @@
-"""This record's tables, no GPU: each probe run's A/B pairs (the build of the day's time over the other's: above 1 it is
-slower) and, from ncu/sass/, the d = 32 loop's warp stall samples by phase, ours beside FlashAttention-4's.
+"""This record's tables, no GPU: each probe run's A/B pairs (the untagged build's time over the tagged one's: above 1
+it is the slower; untagged is the new packing in pack, pack96 and chains, the patch's stale test in stale, the shipped
+kernel in rowstale) and, from ncu/sass/, the d = 32 loop's warp stall samples by phase, ours beside FlashAttention-4's.
 From the repository root: python3 validation/results/profile-sm90-pack-h100-2026-12-06/tables.py"""
 import glob
 import json
@@ -12,7 +13,7 @@ import sass_ops  # noqa: E402
 
 
 def pairs(path: str) -> list[str]:
-    """Per shape and tile: the plain build's median over the A/B build's (tags " late", " ch2", " ch4", " row")."""
+    """Per shape and tile: the untagged build's median over the tagged one's (tags " late", " ch2", " ch4", " row")."""
     rows = json.load(open(path))["rows"]
     med = {(r["d"], r["N"], r["causal"], r["impl"]): r["median_ms"] for r in rows if "median_ms" in r}
     out = []
@@ -20,7 +21,7 @@ def pairs(path: str) -> list[str]:
         for tag in (" late", " ch2", " ch4", " row"):
             other = med.get((d, n, causal, impl + tag))
             if other:
-                out.append(f"  d{d} N{n}{' causal' if causal else ''} {impl}: day/{tag.strip()} {ms / other:.3f}")
+                out.append(f"  d{d} N{n}{' causal' if causal else ''} {impl}: untagged/{tag.strip()} {ms / other:.3f}")
     return out
 
 
