@@ -35,6 +35,7 @@ class _Driver:
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
     TMA_DTYPE = {"fp16": 6, "bf16": 9}  # CU_TENSOR_MAP_DATA_TYPE_FLOAT16 / BFLOAT16
+    SWIZZLE_64B = 2
     SWIZZLE_128B = 3
     L2_PROMOTION_256B = 3
 
@@ -117,9 +118,10 @@ class _Driver:
         """Tiled tensor map, SWIZZLE_128B, zero OOB fill, 256-B L2 promotion.  dims innermost first."""
         return TensorMapSlot(dtype, dims, strides_bytes, box).set(ptr).map
 
-    def encode_tiled(self, tm, dtype: int, rank: int, ptr: int, gdim, gstr, bdim, estr) -> None:
+    def encode_tiled(self, tm, dtype: int, rank: int, ptr: int, gdim, gstr, bdim, estr,
+                     swizzle: int = SWIZZLE_128B) -> None:
         self.check(self.lib.cuTensorMapEncodeTiled(ctypes.addressof(tm), dtype, rank, ptr, gdim, gstr, bdim, estr, 0,
-                                                   self.SWIZZLE_128B, self.L2_PROMOTION_256B, 0),
+                                                   swizzle, self.L2_PROMOTION_256B, 0),
                    f"cuTensorMapEncodeTiled(dims={list(gdim)}, strides={list(gstr)}, box={list(bdim)})")
 
     def launch(self, fn: int, grid, block, smem: int, stream: int, args) -> None:
@@ -286,8 +288,9 @@ class TensorMapSlot:
     global address is set with :meth:`set`: encoded again only when the address changes (a launch copies
     its arguments, so the descriptor may be encoded anew after it)."""
 
-    def __init__(self, dtype: str, dims, strides_bytes, box):
+    def __init__(self, dtype: str, dims, strides_bytes, box, swizzle_bytes: int = 128):
         rank = len(dims)
+        self._swizzle = {64: _Driver.SWIZZLE_64B, 128: _Driver.SWIZZLE_128B}[swizzle_bytes]
         self.map = (u64 * 16)()
         self.ptr: int | None = None
         self._dtype, self._rank = _Driver.TMA_DTYPE[dtype], rank
@@ -298,7 +301,8 @@ class TensorMapSlot:
 
     def set(self, ptr: int) -> "TensorMapSlot":
         if ptr != self.ptr:
-            _get().encode_tiled(self.map, self._dtype, self._rank, ptr, self._gdim, self._gstr, self._bdim, self._estr)
+            _get().encode_tiled(self.map, self._dtype, self._rank, ptr, self._gdim, self._gstr, self._bdim, self._estr,
+                                self._swizzle)
             self.ptr = ptr
         return self
 

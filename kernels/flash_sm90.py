@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from iomodel.families.flash_sm90 import tile_row
+
 from . import codegen, compile, driver, plans, runtime
 from .dispatch import prepare
 from .score_mods import NO_MODS, mods_key
@@ -22,7 +24,7 @@ __all__ = ["FAMILY", "ARCH", "attention", "plan", "Launch", "launch", "module", 
 
 FAMILY = "flash_sm90"
 ARCH = "sm_90a"
-TMA_BOX_COLS = 64    # a TMA box row is 64 elements = 128 bytes, one SWIZZLE_128B atom row
+TMA_BOX_COLS = 64    # a TMA box row is at most 64 elements = 128 bytes, one SWIZZLE_128B atom row
 def module(cfg, dtype: str, causal: bool, defines: tuple[str, ...] = (), varlen: bool = False,
            local: bool = False, mods: int = 0) -> compile.Module:
     """The compiled module of one variant (sm_90a); needs no GPU.  `varlen`: packed variable-length batches;
@@ -67,10 +69,10 @@ def _tma_dims(t):
 def _tensor_map_slots(dtype: str, cfg, q, k, v, cluster: int = 1) -> list:
     """TMA descriptors of Q (boxes of block_m rows) and K, V (boxes of block_n rows, or of a CTA's share of them in
     a cluster of `cluster` CTAs), addresses unset."""
-    slots = []
+    slots, cols = [], min(tile_row(cfg.head_dim), TMA_BOX_COLS)   # a box row is a swizzle row: 64 or 128 bytes
     for t, rows in ((q, cfg.block_m), (k, cfg.block_n // cluster), (v, cfg.block_n // cluster)):
         dims, strides_bytes = _tma_dims(t)
-        slots.append(driver.TensorMapSlot(dtype, dims, strides_bytes, [TMA_BOX_COLS, rows, 1, 1]))
+        slots.append(driver.TensorMapSlot(dtype, dims, strides_bytes, [cols, rows, 1, 1], swizzle_bytes=2 * cols))
     return slots
 
 

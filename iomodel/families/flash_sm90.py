@@ -11,12 +11,20 @@ from dataclasses import dataclass
 
 from ..limits import INDEX_LIMIT, blocks
 from ..styles import WGMMA
-from .base import SMEM_ROW, Family, TileConfig, smem_row, spilling
+from .base import SMEM_ROW, Family, TileConfig, spilling
 
 WGMMA_M = 64                 # rows of one wgmma: each consumer warpgroup owns one row block
 HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 ALIGN_SLACK_BYTES = 1024     # the kernel rounds the dynamic SMEM base up to 1024 B (swizzle atoms)
 MBARRIER_BYTES = 8
+
+
+def tile_row(head_dim: int) -> int:
+    """Values in a row of the kernel's Q, K and V tiles in SMEM: whole swizzle rows of min(SMEM_ROW, d) values, so
+    d = 32 takes rows of 32 (64 bytes: the TMA's and wgmma's 64-byte swizzle, FwdTraits::kRowBytes) and every other
+    head dim 128-byte column blocks (smem_row; d = 96 in rows of 128).  The diagram pads its tiles so (_diagram)."""
+    align = min(SMEM_ROW, head_dim)
+    return -(-head_dim // align) * align
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,8 @@ class Sm90Config(TileConfig):
         """Exact dynamic shared memory the kernel requests: 1024 (alignment slack) + the Q tile
         + stages x (K chunk + V chunk) + 8 B per mbarrier (Q full and empty, and K full, K empty,
         V full, V empty per stage). Static shared memory is 0."""
-        q = self.block_m * smem_row(self.head_dim) * elem_bytes
-        kv = self.stages * 2 * self.block_n * smem_row(self.head_dim) * elem_bytes
+        q = self.block_m * tile_row(self.head_dim) * elem_bytes
+        kv = self.stages * 2 * self.block_n * tile_row(self.head_dim) * elem_bytes
         return ALIGN_SLACK_BYTES + q + kv + MBARRIER_BYTES * (2 + 4 * self.stages)
 
     @property
@@ -160,12 +168,17 @@ STALE_LOG2 = 8.0
 
 
 def _diagram(causal: bool, gqa: bool):
-    from diagrams import library
+    import sympy as sp
 
-    # consumer warpgroups (128 threads) own `block_m / consumers` query rows each
+    from diagrams import library
+    from diagrams.core import size_expr
+
+    # consumer warpgroups (128 threads) own `block_m / consumers` query rows each; tiles in rows of whole
+    # swizzle rows of min(SMEM_ROW, d) values (tile_row)
     kw = dict(kv_heads="Hk", heads="H") if gqa else {}
     return library.flash_attention(block_m="Br", block_n="Bc", warps="cw", stages="st", causal=causal,
-                                   unit_threads=128, skip_per_unit=True, smem_row_align=SMEM_ROW,
+                                   unit_threads=128, skip_per_unit=True,
+                                   smem_row_align=sp.Min(SMEM_ROW, size_expr("d")),
                                    stale_max=0.0 if causal else STALE_LOG2, **kw)
 
 

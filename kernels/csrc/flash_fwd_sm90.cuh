@@ -4,7 +4,7 @@
 // after `setmaxnreg.dec` a single thread issues TMA loads of the Q tile and of the K / V chunks
 // into a `kStages`-deep shared-memory ring (full / empty mbarriers per stage, separate for K and
 // V).  Warpgroups 1..kConsumers are consumers (`setmaxnreg.inc`), each owning 64 query rows:
-//     S = Q K^T        wgmma m64n{block_n}k16, A and B from SMEM (K-major, 128-B swizzle)
+//     S = Q K^T        wgmma m64n{block_n}k16, A and B from SMEM (K-major, 128-B swizzle; 64-B at d = 32)
 //     online softmax   exp2 with the softmax scale folded in (log2 domain), fp32 statistics
 //     O += P V         wgmma m64n{d}k16, A = P from registers, B = V from SMEM (MN-major, tnspB=1)
 // Intra-warpgroup overlap (FA3): the S wgmma of chunk j+1 and the PV wgmma of chunk j are in
@@ -16,11 +16,12 @@
 // its scores (above its own causal diagonal, or all of them when its rows lie past N_q).
 //
 // Shared memory (dynamic, see Sm90Config.smem_bytes in iomodel/families/flash_sm90.py), with D the head
-// dim rounded up to 64:
+// dim rounded up to 64 (32 at d = 32: tile_row there):
 //     1024 (alignment slack) + Q (block_m*D*2) + stages * (K + V) (2*block_n*D*2)
 //     + 8 * (2 + 4*stages) mbarriers.
 // Every tile is stored as D/64 column blocks of rows x 128 bytes (TMA SWIZZLE_128B boxes of 64
-// elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B).
+// elements), so each column block is a stack of 1024-byte swizzle atoms (8 rows x 128 B); at d = 32 as one
+// block of rows x 64 bytes (SWIZZLE_64B boxes of 32 elements, 512-byte atoms: FwdTraits::kRowBytes).
 //
 // Compile-time switches: SM90_STATIC_SCHEDULE (causal kernels walk a fixed tile list too),
 // SM90_BOTTOM_SHORT (A/B only: a causal head's short tile last, tile_row0),
@@ -189,11 +190,15 @@ struct FwdTraits {
 #endif
 
     static constexpr int kThreads = 128 * (kConsumers + 1);
-    // 64-element column blocks (TMA boxes): d = 32 and 96 fill their last one partly, TMA writing zeros
-    // past d (the products read only the first d columns: S contracts over d, O has d columns)
-    static constexpr int kDBlocks = (kHeadDim + 63) / 64;
-    static constexpr u32 kBytesQ = kBlockM * kDBlocks * 128;       // TMA counts a box's zeros too
-    static constexpr u32 kBytesKV = kBlockN * kDBlocks * 128;      // one K chunk (= one V chunk)
+    // Column blocks of kRowBytes-byte rows (TMA boxes, the swizzle's row): 128 bytes, 64 values, but 64 at d = 32,
+    // whose tiles then take half the SMEM and TMA writes (FlashAttention-4's layout there); d = 96 fills its last
+    // block partly, TMA writing zeros past d (the products read only the first d columns: S contracts over d, O has
+    // d columns).  iomodel/families/flash_sm90.py tile_row must agree.
+    static constexpr u32 kRowBytes = kHeadDim == 32 ? 64 : 128;
+    static constexpr int kRowCols = int(kRowBytes / 2);
+    static constexpr int kDBlocks = (kHeadDim + kRowCols - 1) / kRowCols;
+    static constexpr u32 kBytesQ = kBlockM * kDBlocks * kRowBytes;       // TMA counts a box's zeros too
+    static constexpr u32 kBytesKV = kBlockN * kDBlocks * kRowBytes;      // one K chunk (= one V chunk)
     static constexpr u32 kOffK = kBytesQ;
     static constexpr u32 kOffV = kOffK + kStages * kBytesKV;
     static constexpr u32 kOffBar = kOffV + kStages * kBytesKV;
@@ -672,7 +677,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                 mbar_arrive_expect_tx(fullQ, T::kBytesQ);
 #pragma unroll
                 for (int db = 0; db < T::kDBlocks; ++db)
-                    tma_load_4d(sQ + db * (T::kBlockM * 128), &tmQ, fullQ, db * 64,
+                    tma_load_4d(sQ + db * (T::kBlockM * T::kRowBytes), &tmQ, fullQ, db * T::kRowCols,
                                 ti.q0 + row0, ti.h, T::kVarlen ? 0 : ti.b);
                 int n_loads = ti.n_blocks - ti.lo;   // chunks n_blocks - 1 down to the tile's (or piece's) first
                 if constexpr (T::kLocal) {
@@ -688,8 +693,10 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                         mbar_arrive_expect_tx(full, T::kBytesKV);   // both halves land on it
 #pragma unroll
                         for (int db = 0; db < T::kDBlocks; ++db)
-                            tma_load_4d_multicast(base + st * T::kBytesKV + db * (T::kBlockN * 128) + r * kHalf * 128,
-                                                  tm, full, db * 64, ti.k0 + n * T::kBlockN + r * kHalf, h_kv, ti.b,
+                            tma_load_4d_multicast(base + st * T::kBytesKV + db * (T::kBlockN * T::kRowBytes) +
+                                                      r * kHalf * T::kRowBytes,
+                                                  tm, full, db * T::kRowCols, ti.k0 + n * T::kBlockN + r * kHalf,
+                                                  h_kv, ti.b,
                                                   (unsigned short)3);
                         return;
                     }
@@ -697,7 +704,8 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_arrive_expect_tx(full, T::kBytesKV);
 #pragma unroll
                     for (int db = 0; db < T::kDBlocks; ++db)
-                        tma_load_4d(base + st * T::kBytesKV + db * (T::kBlockN * 128), tm, full, db * 64,
+                        tma_load_4d(base + st * T::kBytesKV + db * (T::kBlockN * T::kRowBytes), tm, full,
+                                    db * T::kRowCols,
                                     ti.k0 + n * T::kBlockN, h_kv, T::kVarlen ? 0 : ti.b);
                 };
                 if constexpr (T::kVLag) {
@@ -769,7 +777,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
         const int tid = threadIdx.x % 128;
         const int warp = tid / 32;
         const int lane = tid % 32;
-        const u32 q_base = sQ + cw * (64 * 128);
+        const u32 q_base = sQ + cw * (64 * T::kRowBytes);
         int stage = 0;
         u32 phase = 0;
         u32 q_phase = 0;
@@ -902,7 +910,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16>(
+                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16, T::kRowBytes>(
                         s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
@@ -935,14 +943,14 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16>(
+                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16, T::kRowBytes>(
                         s, q_base, sK + stage * T::kBytesKV);
                     wgmma_commit();
                     if constexpr (T::kRescaleEarly) {   // under the S product; O's registers change: fence again
                         if (grew) rescale_o<T>(o, alpha);
                         wgmma_fence();
                     }
-                    wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + pstage * T::kBytesKV);
+                    wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16, T::kRowBytes>(o, p, sV + pstage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
                     wgmma_wait<1>();  // S(j+1) done, PV(j) may still run
@@ -993,7 +1001,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     if (grew) rescale_o<T>(o, alpha);
                 }
                 wgmma_fence();
-                wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16>(o, p, sV + stage * T::kBytesKV);
+                wgmma_tile_rs<T::kHeadDim, T::kBlockN, T::kBF16, T::kRowBytes>(o, p, sV + stage * T::kBytesKV);
                 wgmma_commit();
                 turn_pass();
                 wgmma_wait<0>();

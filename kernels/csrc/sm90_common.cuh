@@ -175,6 +175,13 @@ __device__ __forceinline__ u64 desc_sw128_at(u32 lo, u32 offset_bytes) {
     constexpr u32 hi = ((SBO_BYTES >> 4) & 0x3FFF) | (1u << 30);   // bits 32-45 and the swizzle mode (bit 62)
     return (static_cast<u64>(hi) << 32) | (lo + (offset_bytes >> 4));
 }
+// The same for a tile of ROW-byte swizzled rows: 128 (SWIZZLE_128B, mode 1) or 64 (SWIZZLE_64B, mode 2, bits 62-63).
+template <u32 SBO_BYTES, u32 ROW>
+__device__ __forceinline__ u64 desc_swizzled_at(u32 lo, u32 offset_bytes) {
+    static_assert(ROW == 128 || ROW == 64, "a swizzled row is 128 or 64 bytes");
+    constexpr u32 hi = ((SBO_BYTES >> 4) & 0x3FFF) | ((ROW == 128 ? 1u : 2u) << 30);
+    return (static_cast<u64>(hi) << 32) | (lo + (offset_bytes >> 4));
+}
 
 // ----------------------------------------------------------------------------------- misc
 template <u32 N>

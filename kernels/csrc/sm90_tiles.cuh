@@ -1,10 +1,11 @@
 // sm90_tiles.cuh -- warpgroup matrix products over whole SMEM tiles (wgmma m64nNk16), shared by the Hopper
 // forward and backward kernels.  Tiles of 16-bit values are stored as 64-column blocks of rows x 128
-// bytes (TMA SWIZZLE_128B boxes; 1024-byte swizzle atoms of 8 rows), so:
-//   * K-major operand (the contracted axis along the 128-byte rows): a k16 step advances 32 bytes in the
-//     row, a new column block every 4 steps; SBO = 8 rows.
+// bytes (TMA SWIZZLE_128B boxes; 1024-byte swizzle atoms of 8 rows), or, where ROW = 64 (the forward at
+// d = 32), as 32-column rows of 64 bytes (SWIZZLE_64B; 512-byte atoms), so:
+//   * K-major operand (the contracted axis along the rows): a k16 step advances 32 bytes in the row, a new
+//     column block every ROW / 32 steps; SBO = 8 rows.
 //   * MN-major operand (the contracted axis down the rows): a k16 step advances 16 rows; LBO = the
-//     distance between 64-column blocks (rows x 128 bytes), SBO = 8 rows.
+//     distance between column blocks (rows x ROW bytes), SBO = 8 rows.
 #pragma once
 #include "sm90_common.cuh"
 #include "sm90_wgmma.cuh"
@@ -13,14 +14,15 @@ namespace sm90 {
 
 // SM90_DESC_EACH_STEP (A/B runs only): every step's descriptor built whole (make_desc_sw128), as before 2026-11-28.
 #ifdef SM90_DESC_EACH_STEP
-template <u32 SBO_BYTES>
+template <u32 SBO_BYTES, u32 ROW = 128>
 __device__ __forceinline__ u64 desc_step(u32 base, u32 lbo_bytes, u32 offset_bytes) {
+    static_assert(ROW == 128, "the old form builds 128-byte rows only");
     return make_desc_sw128(base + offset_bytes, lbo_bytes, SBO_BYTES);
 }
 #else
-template <u32 SBO_BYTES>
+template <u32 SBO_BYTES, u32 ROW = 128>
 __device__ __forceinline__ u64 desc_step(u32 lo, u32, u32 offset_bytes) {
-    return desc_sw128_at<SBO_BYTES>(lo, offset_bytes);
+    return desc_swizzled_at<SBO_BYTES, ROW>(lo, offset_bytes);
 }
 #endif
 // a tile's descriptor base for desc_step: its address, or its descriptor's low word.  The callers take it once,
@@ -35,26 +37,27 @@ __device__ __forceinline__ u32 desc_base(u32 smem_addr, u32 lbo_bytes) {
 }
 
 // D (64 x N) = A B^T over K: A the 64 rows at a_base of a K-major tile of A_ROWS rows, B the N rows at
-// b_base of a K-major tile of B_ROWS rows.  Overwrites D (scale_d 0 on the first step).
-template <int N, int K, int A_ROWS, int B_ROWS, bool BF16>
+// b_base of a K-major tile of B_ROWS rows, rows of ROW bytes.  Overwrites D (scale_d 0 on the first step).
+template <int N, int K, int A_ROWS, int B_ROWS, bool BF16, u32 ROW = 128>
 __device__ __forceinline__ void wgmma_tile_ss(float (&d)[N / 2], u32 a_base, u32 b_base) {
+    constexpr int kSteps = ROW / 32;   // k16 steps in a row
     const u32 a_lo = desc_base(a_base, 16), b_lo = desc_base(b_base, 16);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-        const u64 da = desc_step<1024>(a_lo, 16, (kk / 4) * (A_ROWS * 128) + (kk % 4) * 32);
-        const u64 db = desc_step<1024>(b_lo, 16, (kk / 4) * (B_ROWS * 128) + (kk % 4) * 32);
+        const u64 da = desc_step<8 * ROW, ROW>(a_lo, 16, (kk / kSteps) * (A_ROWS * ROW) + (kk % kSteps) * 32);
+        const u64 db = desc_step<8 * ROW, ROW>(b_lo, 16, (kk / kSteps) * (B_ROWS * ROW) + (kk % kSteps) * 32);
         wgmma_ss<N, BF16>(d, da, db, kk > 0 ? 1 : 0);
     }
 }
 
 // D (64 x N) += A B over K: A from registers (the accumulator layout packed to 16-bit pairs, 4 x 32 bits a
-// k16 step), B an MN-major tile of K rows x N columns at b_base.
-template <int N, int K, bool BF16>
+// k16 step), B an MN-major tile of K rows x N columns at b_base, rows of ROW bytes.
+template <int N, int K, bool BF16, u32 ROW = 128>
 __device__ __forceinline__ void wgmma_tile_rs(float (&d)[N / 2], const u32 (&a)[K / 4], u32 b_base) {
-    const u32 b_lo = desc_base(b_base, K * 128);
+    const u32 b_lo = desc_base(b_base, K * ROW);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-        const u64 db = desc_step<1024>(b_lo, K * 128, kk * 16 * 128);
+        const u64 db = desc_step<8 * ROW, ROW>(b_lo, K * ROW, kk * 16 * ROW);
         wgmma_rs<N, BF16>(d, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, 1);
     }
 }

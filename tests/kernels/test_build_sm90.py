@@ -9,7 +9,7 @@ import pytest
 
 from iomodel import families
 from iomodel.errors import ModelError
-from iomodel.families.flash_sm90 import ALIGN_SLACK_BYTES, MBARRIER_BYTES, SHIPPED, Sm90Config
+from iomodel.families.flash_sm90 import ALIGN_SLACK_BYTES, MBARRIER_BYTES, SHIPPED, Sm90Config, tile_row
 from kernels import codegen, compile, reports
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
@@ -21,9 +21,13 @@ def test_padded_rows_and_the_dynamic_schedules_head_dims():
 
     from kernels import flash_sm90, sm90_schedule
 
-    # d = 32 and 96 take rows of 64 and 128 values (whole 128-byte TMA boxes); 192 has no padding
-    assert [Sm90Config(128, 64, 2, d, 2).smem_bytes(2) - Sm90Config(128, 64, 2, r, 2).smem_bytes(2)
-            for d, r in ((32, 64), (96, 128), (192, 192))] == [0, 0, 0]
+    # d = 32 takes rows of 32 values (64-byte swizzle rows), 96 rows of 128 (whole 128-byte TMA boxes); 192 has no
+    # padding
+    assert [tile_row(d) for d in (32, 64, 96, 128, 192, 256)] == [32, 64, 128, 128, 192, 256]
+
+    def tiles(d):   # Q and two stages of K and V
+        return Sm90Config(128, 64, 2, d, 2).smem_bytes(2) - ALIGN_SLACK_BYTES - MBARRIER_BYTES * (2 + 4 * 2)
+    assert tiles(32) == (128 + 2 * 2 * 64) * 32 * 2 and 2 * tiles(32) == tiles(64) and tiles(96) == tiles(128)
     text = (codegen.CSRC / "flash_fwd_sm90.cuh").read_text()
     assert int(re.search(r"#define SM90_DYN_MAX (\d+)", text).group(1)) == flash_sm90.DYNAMIC_MAX_HEAD_DIM
     assert int(re.search(r"#define SM90_OWN_MAX (\d+)", text).group(1)) == sm90_schedule.OWN_CHUNKS_MAX_HEAD_DIM
