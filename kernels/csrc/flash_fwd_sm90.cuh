@@ -35,6 +35,7 @@
 // (sm90_tiles.cuh) likewise, SM90_ALPHA_LOCAL and SM90_VLAG_LOCAL (A/B: the window kernels with alpha first at
 // d = 128, and with V one chunk behind K; kAlphaCausal, kVLag),
 // SM90_PACK_LATE (A/B: P packed after O's rescale, the order before 2026-12-06),
+// SM90_ROW128 (A/B: d = 32's tiles in 128-byte rows half zeros, the layout before 2026-12-06; the host must agree),
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
 #include "sm90_common.cuh"
@@ -194,7 +195,11 @@ struct FwdTraits {
     // whose tiles then take half the SMEM and TMA writes (FlashAttention-4's layout there); d = 96 fills its last
     // block partly, TMA writing zeros past d (the products read only the first d columns: S contracts over d, O has
     // d columns).  iomodel/families/flash_sm90.py tile_row must agree.
+#ifdef SM90_ROW128   // A/B only, with the host's boxes and SMEM for 128-byte rows (the 2026-12-06 probe's patch)
+    static constexpr u32 kRowBytes = 128;
+#else
     static constexpr u32 kRowBytes = kHeadDim == 32 ? 64 : 128;
+#endif
     static constexpr int kRowCols = int(kRowBytes / 2);
     static constexpr int kDBlocks = (kHeadDim + kRowCols - 1) / kRowCols;
     static constexpr u32 kBytesQ = kBlockM * kDBlocks * kRowBytes;       // TMA counts a box's zeros too

@@ -27,6 +27,7 @@ CASES = [  # (cfg, B, H, group, N_q, N_k, dtype)
     (Sm90Config(192, 128, 2, 64, 3), 4, 8, 1, 2200, 1900, torch.bfloat16),     # 12 tiles a head, N_k < N_q
     (Sm90Config(128, 80, 2, 256, 2), 2, 4, 1, 2048, 3000, torch.bfloat16),
     (Sm90Config(128, 96, 2, 96, 2), 3, 6, 3, 512, 700, torch.bfloat16),         # d = 96: a part-filled box
+    (Sm90Config(192, 128, 3, 32, 3), 2, 8, 2, 2200, 1900, torch.bfloat16),      # d = 32: 64-byte rows, GQA
 ]
 IDS = dict(ids=lambda x: x.name if isinstance(x, Sm90Config) else str(x))
 

@@ -61,7 +61,7 @@ CASES = [  # (query lengths, key lengths (None: the same), H, H_kv)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("d, dtype", [(64, torch.float16), (128, torch.bfloat16)])
+@pytest.mark.parametrize("d, dtype", [(32, torch.bfloat16), (64, torch.float16), (128, torch.bfloat16)])
 @pytest.mark.parametrize("causal", (False, True))
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_each_sequence_matches_float32(case, causal, d, dtype, family):
