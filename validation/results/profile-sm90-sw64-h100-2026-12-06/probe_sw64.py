@@ -4,9 +4,11 @@ layout before, SM90_ROW128 with the host's boxes and SMEM patched to 128-byte ro
 At d = 32 with and without the causal mask, on the model's pick and on 192x128 s3, each build checked against and
 timed beside cuDNN (and FlashAttention-4 where it imports) in one interleaved group a shape (7 rounds, 3 input sets);
 the old layout first in even runs.  SET power: the pick only, without a mask, each build then also run back to back
-for a second, three times, under nvidia-smi (the clocks and power: probe_record.add_sustained).
+for a second, three times, under nvidia-smi (the clocks and power: probe_record.add_sustained).  SET turns: the
+64-byte rows with the consumer warpgroups' wgmma turns (the kernel's default at d = 32) against without them
+(SM90_TURN_MAX=16), the builds without turns first in even runs.
 From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [SET]
- -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: sw64, the default, or power)"""
+ -> $OUT/<SET>-<gpu>-run<RUN>.json (SET: sw64, the default, power or turns)"""
 import contextlib
 import os
 import sys
@@ -33,7 +35,7 @@ EXTRA = [Sm90Config(192, 128, 3, 32, 3)]
 SET = sys.argv[2] if len(sys.argv) > 2 else "sw64"
 if SET == "power":
     SHAPES, EXTRA = [s for s in SHAPES if not s[4]], []
-BUILDS = {"": (), " row128": ("SM90_ROW128",)}
+BUILDS = {"": (), " noturn": ("SM90_TURN_MAX=16",)} if SET == "turns" else {"": (), " row128": ("SM90_ROW128",)}
 if RUN % 2 == 0:
     BUILDS = dict(reversed(BUILDS.items()))
 

@@ -1,6 +1,6 @@
 """This record's tables from its JSON: each run's 64-byte-row build's median time over its 128-byte-row build's (the
-same tile), FlashAttention-4's time over each 64-byte-row build's, and the power run's sustained calls, clocks and
-power.  Usage: python3 tables.py (from anywhere)"""
+same tile), FlashAttention-4's time over each 64-byte-row build's, the power run's sustained calls, clocks and
+power, and the turns set's builds without turns over with them.  Usage: python3 tables.py (from anywhere)"""
 import glob
 import json
 import os
@@ -33,6 +33,18 @@ def power() -> None:
                 print(f"N{r['N']:<6} {r['impl']:26} {ms:20} {mhz:16} {w}")
 
 
+def turns() -> None:
+    print("\nturns set: run, shape, tile, without turns / with them (median)")
+    for path in sorted(glob.glob(os.path.join(HERE, "turns-*.json"))):
+        run = path.rsplit("run", 1)[1][:-5]
+        by = {(r["N"], r["B"], r["causal"], r["impl"]): r.get("median_ms") for r in json.load(open(path))["rows"]}
+        for (N, B, causal, impl), ms in by.items():
+            if not impl.endswith("noturn") and impl != "sdpa_cudnn" and ms:
+                shape = f"d32 N{N} B{B}{' causal' if causal else ''}"
+                print(f"{run:4} {shape:22} {impl:20} {by[(N, B, causal, impl + ' noturn')] / ms:8.3f}")
+
+
 if __name__ == "__main__":
     ratios()
     power()
+    turns()
