@@ -183,6 +183,7 @@ def _wgmma_preamble() -> list[str]:
         "// wgmma.mma_async m64nNk16 with f32 accumulators for bf16 and f16 inputs:",
         "//   wgmma_ss<N, BF16>(d, desc_a, desc_b, scale_d)      A and B from SMEM, both K-major",
         "//   wgmma_rs<N, BF16>(d, a0..a3, desc_b, scale_d)      A from registers, B MN-major (tnspB=1)",
+        "//   wgmma_rsk<N, BF16>(d, a0..a3, desc_b, scale_d)     A from registers, B K-major (tnspB=0)",
         "//   wgmma_sst<N, BF16>(d, desc_a, desc_b, scale_d)     A and B from SMEM, both MN-major (tnspA=tnspB=1)",
         "// scale_d = 0 overwrites the accumulator (D = A*B), 1 accumulates (D += A*B).",
         "#pragma once",
@@ -200,12 +201,12 @@ def _wgmma_operands(kind: str, nreg: int) -> dict:
         return dict(a_ops=f"%{nreg}", ib=nreg + 1, isc=nreg + 2, tail="p, 1, 1, 1, 1" if kind == "sst" else "p, 1, 1, 0, 0",
                     sig="u64 desc_a, u64 desc_b, int scale_d", ins='"l"(desc_a), "l"(desc_b), "r"(scale_d)')
     return dict(a_ops="{" + ", ".join(f"%{nreg + j}" for j in range(4)) + "}", ib=nreg + 4, isc=nreg + 5,
-                tail="p, 1, 1, 1", sig="u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b, int scale_d",
+                tail="p, 1, 1, 1" if kind == "rs" else "p, 1, 1, 0", sig="u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b, int scale_d",
                 ins='"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d)')
 
 
 def _wgmma_wrapper(kind: str, n: int, ty: str) -> list[str]:
-    """One ``wgmma_{ss,sst,rs}_n{N}_{bf16,f16}`` inline-asm function."""
+    """One ``wgmma_{ss,sst,rs,rsk}_n{N}_{bf16,f16}`` inline-asm function."""
     nreg = n // 2
     op = _wgmma_operands(kind, nreg)
     dregs = ", ".join(f"%{i}" for i in range(nreg))
@@ -225,14 +226,15 @@ def _wgmma_wrapper(kind: str, n: int, ty: str) -> list[str]:
 
 
 def _wgmma_dispatch(kind: str, ns) -> list[str]:
-    """The ``wgmma_{ss,sst,rs}<N, BF16>`` template that picks the wrapper for N at compile time."""
+    """The ``wgmma_{ss,sst,rs,rsk}<N, BF16>`` template that picks the wrapper for N at compile time."""
     out = ["template <int N, bool BF16>"]
     if kind in ("ss", "sst"):
         out.append(f"__device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {{")
         call = "(d, desc_a, desc_b, scale_d)"
     else:
-        out.append("__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b,")
-        out.append("                                         int scale_d) {")
+        pad = " " * len(f"__device__ __forceinline__ void wgmma_{kind}(")
+        out.append(f"__device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b,")
+        out.append(f"{pad}int scale_d) {{")
         call = "(d, a0, a1, a2, a3, desc_b, scale_d)"
     for i, n in enumerate(ns):
         out.append(f"    {'if constexpr' if i == 0 else '} else if constexpr'} (N == {n}) {{")
@@ -242,10 +244,11 @@ def _wgmma_dispatch(kind: str, ns) -> list[str]:
     return out
 
 
-def wgmma_header_text(ss_ns=WGMMA_SS_N, rs_ns=WGMMA_RS_N, sst_ns=WGMMA_SST_N) -> str:
-    """Text of csrc/sm90_wgmma.cuh: the wrappers for every N of each kind, then the three dispatchers."""
+def wgmma_header_text(ss_ns=WGMMA_SS_N, rs_ns=WGMMA_RS_N, sst_ns=WGMMA_SST_N, rsk_ns=WGMMA_SS_N) -> str:
+    """Text of csrc/sm90_wgmma.cuh: the wrappers for every N of each kind, then the four dispatchers (rsk: S = Q K^T
+    with Q's fragments in registers, the forward's SM90_Q_REGS_MAX, so every N of the S product)."""
     out = _wgmma_preamble()
-    kinds = (("ss", ss_ns), ("rs", rs_ns), ("sst", sst_ns))
+    kinds = (("ss", ss_ns), ("rs", rs_ns), ("sst", sst_ns), ("rsk", rsk_ns))
     for kind, ns in kinds:
         for n in ns:
             for ty in ("bf16", "f16"):

@@ -35,6 +35,7 @@
 // (sm90_tiles.cuh) likewise, SM90_ALPHA_LOCAL and SM90_VLAG_LOCAL (A/B: the window kernels with alpha first at
 // d = 128, and with V one chunk behind K; kAlphaCausal, kVLag),
 // SM90_PACK_LATE (A/B: P packed after O's rescale, the order before 2026-12-06),
+// SM90_Q_REGS_MAX (A/B: the head dims up to it hold Q in registers for S = Q K^T, FwdTraits::kQRegs; 0 = none),
 // SM90_ROW128 (A/B: d = 32's tiles in 128-byte rows half zeros, the layout before 2026-12-06; the host must agree),
 // SM90_WATCHDOG (trap on a hung barrier wait).
 #pragma once
@@ -47,6 +48,9 @@
 #endif
 #ifndef SM90_OWN_MAX
 #define SM90_OWN_MAX 192
+#endif
+#ifndef SM90_Q_REGS_MAX
+#define SM90_Q_REGS_MAX 0
 #endif
 #ifndef SM90_TURN_MAX
 #define SM90_TURN_MAX 192
@@ -144,6 +148,9 @@ struct FwdTraits {
     // warpgroup's softmax then runs while the others' matrix products use the tensor cores.
     // Without it the warpgroups can fall into step and all wait on the tensor cores together.
     static constexpr bool kTurns = kHeadDim_ <= SM90_TURN_MAX;
+    // Q held in registers through a tile (loaded once by ldmatrix, d / 4 registers a thread), S = Q K^T then reading
+    // only K from SMEM: a fifth or so less SMEM read traffic a chunk at d = 64 (A/B: SM90_Q_REGS_MAX).
+    static constexpr bool kQRegs = kHeadDim_ <= SM90_Q_REGS_MAX;
     // Where O is rescaled by a chunk's alpha: after its P V product is done (the chunk's end, when the next
     // issue waits on those multiplies), or, at d = 256 where O is 128 registers a thread, while the next S
     // product runs, between its issue and the P V product's (FlashAttention-3's RescaleOBeforeGemm; 1.5 to
@@ -902,6 +909,15 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
             if (own > 0) {
                 float s[T::kBlockN / 2];
                 u32 p[T::kBlockN / 4];
+                u32 qf[T::kQRegs ? T::kHeadDim / 4 : 1];   // Q's fragments (kQRegs)
+                if constexpr (T::kQRegs) load_a_frags<T::kHeadDim, T::kBlockM, T::kRowBytes>(qf, q_base, warp, lane);
+                auto s_product = [&](u32 k_tile) {   // S = Q K^T (overwrites s)
+                    if constexpr (T::kQRegs)
+                        wgmma_tile_rsk<T::kBlockN, T::kHeadDim, T::kBlockN, T::kBF16, T::kRowBytes>(s, qf, k_tile);
+                    else
+                        wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16, T::kRowBytes>(
+                            s, q_base, k_tile);
+                };
                 float alpha[2];
                 bool grew = true;   // whether O takes alpha (online_softmax)
                 auto need_mask = [&](int n) {
@@ -915,8 +931,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16, T::kRowBytes>(
-                        s, q_base, sK + stage * T::kBytesKV);
+                    s_product(sK + stage * T::kBytesKV);
                     wgmma_commit();
                     turn_pass();
                     wgmma_wait<0>();
@@ -948,8 +963,7 @@ __device__ __forceinline__ void flash_fwd_sm90(const TmaDesc& tmQ, const TmaDesc
                     mbar_wait(fullK(stage), phase);
                     turn_wait();
                     wgmma_fence();
-                    wgmma_tile_ss<T::kBlockN, T::kHeadDim, T::kBlockM, T::kBlockN, T::kBF16, T::kRowBytes>(
-                        s, q_base, sK + stage * T::kBytesKV);
+                    s_product(sK + stage * T::kBytesKV);
                     wgmma_commit();
                     if constexpr (T::kRescaleEarly) {   // under the S product; O's registers change: fence again
                         if (grew) rescale_o<T>(o, alpha);

@@ -50,6 +50,40 @@ __device__ __forceinline__ void wgmma_tile_ss(float (&d)[N / 2], u32 a_base, u32
     }
 }
 
+// D (64 x N) = A B^T over K as wgmma_tile_ss, but A from registers (load_a_frags): the forward's S = Q K^T with Q
+// held through the tile (SM90_Q_REGS_MAX), so the S product reads only K from SMEM.
+template <int N, int K, int B_ROWS, bool BF16, u32 ROW = 128>
+__device__ __forceinline__ void wgmma_tile_rsk(float (&d)[N / 2], const u32 (&a)[K / 4], u32 b_base) {
+    constexpr int kSteps = ROW / 32;   // k16 steps in a row
+    const u32 b_lo = desc_base(b_base, 16);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        const u64 db = desc_step<8 * ROW, ROW>(b_lo, 16, (kk / kSteps) * (B_ROWS * ROW) + (kk % kSteps) * 32);
+        wgmma_rsk<N, BF16>(d, a[4 * kk + 0], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3], db, kk > 0 ? 1 : 0);
+    }
+}
+
+// wgmma_tile_rsk's A: the 64 rows at a_base of a K-major tile of A_ROWS rows (ROW-byte swizzled rows, the swizzle
+// atom-aligned), each warp its 16 rows in the accumulator's pair layout, by one ldmatrix x4 a k16 step (lanes 0-15
+// address rows 0-15 at the step's first 8 columns, lanes 16-31 at its last 8).  The swizzle XORs address bits 4..6
+// (4..5 for 64-byte rows) with bits 7..9 (7..8), as TMA wrote them.
+template <int K, int A_ROWS, u32 ROW = 128>
+__device__ __forceinline__ void load_a_frags(u32 (&a)[K / 4], u32 a_base, int warp, int lane) {
+    constexpr u32 kCols = ROW / 2;                  // 16-bit values in a row of a column block
+    constexpr u32 kMask = ROW == 128 ? 7u : 3u;
+    const u32 row = u32(warp * 16 + lane % 16);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        const u32 col = u32(kk * 16 + (lane / 16) * 8);
+        const u32 lin = a_base + (col / kCols) * (A_ROWS * ROW) + row * ROW + (col % kCols) * 2;
+        const u32 addr = lin ^ (((lin >> 7) & kMask) << 4);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(a[4 * kk + 0]), "=r"(a[4 * kk + 1]), "=r"(a[4 * kk + 2]), "=r"(a[4 * kk + 3])
+                     : "r"(addr)
+                     : "memory");
+    }
+}
+
 // D (64 x N) += A B over K: A from registers (the accumulator layout packed to 16-bit pairs, 4 x 32 bits a
 // k16 step), B an MN-major tile of K rows x N columns at b_base, rows of ROW bytes.
 template <int N, int K, bool BF16, u32 ROW = 128>

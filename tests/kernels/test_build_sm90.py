@@ -157,3 +157,16 @@ def test_the_cluster_builds_spill_exactly_where_said(tmp_path):
     ptxas = reports.parse_ptxas(log)
     spilling = {c.name for c in SHIPPED if ptxas[codegen.sm90_kernel(c, "bf16", False)]["spill_stores"] > 0}
     assert spilling == set(CLUSTER_SPILLING)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_q_held_switch_builds_clean_where_probed(tmp_path):
+    """SM90_Q_REGS_MAX (A/B: Q's fragments in registers, S by wgmma_rsk) on the tiles its probe timed
+    (validation/results/profile-sm90-qregs-h100-2026-12-06/): without spills, with and without a mask."""
+    tiles = [Sm90Config(192, 128, 3, 32, 3), Sm90Config(192, 144, 4, 32, 3), Sm90Config(128, 128, 3, 128, 2)]
+    _, log = compile.run_nvcc(codegen.sm90_unit([(c, "bf16", m) for c in tiles for m in (False, True)]), "sm_90a",
+                              tmp_path, "qheld", ("-Xptxas", "-v", "-DSM90_Q_REGS_MAX=256"))
+    ptxas = reports.parse_ptxas(log)
+    built = [codegen.sm90_kernel(c, "bf16", m) for c in tiles for m in (False, True)]
+    assert all(ptxas[k]["spill_stores"] == 0 for k in built), ptxas

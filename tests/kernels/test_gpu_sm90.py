@@ -15,6 +15,7 @@ if torch.cuda.get_device_capability() != (9, 0):
 
 import kernels  # noqa: E402
 from iomodel import families  # noqa: E402
+from iomodel.families.flash_sm90 import Sm90Config  # noqa: E402
 from kernels import flash_sm90  # noqa: E402
 from validation.reference import attention_reference  # noqa: E402
 
@@ -189,3 +190,27 @@ def test_auto_dispatch_runs_the_family_the_chooser_picks(monkeypatch):
     assert ran == [(pick.kernel, pick.config)]
     with pytest.raises(ValueError, match="backend"):
         kernels.flash_attention(q, k, v, backend="sm70")
+
+
+Q_HELD = ("SM90_Q_REGS_MAX=256",)   # A/B: Q's fragments in registers through a tile (FwdTraits::kQRegs)
+
+
+@pytest.mark.parametrize("cfg", [Sm90Config(192, 128, 3, 32, 3), Sm90Config(128, 128, 3, 128, 2)], ids=lambda c: c.name)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("B,H,H_kv,N_q,N_k", [(2, 8, 2, 1000, 1337), (1, 4, 4, 4097, 300), (3, 6, 3, 17, 17)])
+def test_the_q_held_build_matches_float32_and_the_read_build(cfg, causal, dtype, B, H, H_kv, N_q, N_k):
+    """SM90_Q_REGS_MAX (Q loaded once a tile by ldmatrix from its swizzled rows, 64-byte at d = 32 and 128-byte in two
+    column blocks at d = 128): against float32 with GQA, ragged tails and N_q != N_k both ways, and bit for bit
+    against the build that reads Q from SMEM (the same products in the same order; both given their switches, so both
+    take the schedule of a launch with `_defines`)."""
+    g = torch.Generator(device="cuda").manual_seed(N_q * 31 + N_k + cfg.head_dim)
+    q, k, v = (torch.randn(B, h, n, cfg.head_dim, generator=g, device="cuda").to(dtype)
+               for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
+    o, lse = flash_sm90.attention(q, k, v, causal=causal, config=cfg, return_lse=True, _defines=Q_HELD)
+    ref, ref_lse = reference(q, k, v, causal, 1.0 / math.sqrt(cfg.head_dim))
+    rel = float(torch.linalg.vector_norm((o.float() - ref).flatten()) / torch.linalg.vector_norm(ref.flatten()))
+    assert rel < (1e-2 if dtype == torch.bfloat16 else 5e-3), rel
+    o_read, lse_read = flash_sm90.attention(q, k, v, causal=causal, config=cfg, return_lse=True, _defines=())
+    torch.testing.assert_close(o, o_read, rtol=0, atol=0)
+    torch.testing.assert_close(lse, lse_read, rtol=0, atol=0, equal_nan=True)
