@@ -201,7 +201,8 @@ def _wgmma_operands(kind: str, nreg: int) -> dict:
         return dict(a_ops=f"%{nreg}", ib=nreg + 1, isc=nreg + 2, tail="p, 1, 1, 1, 1" if kind == "sst" else "p, 1, 1, 0, 0",
                     sig="u64 desc_a, u64 desc_b, int scale_d", ins='"l"(desc_a), "l"(desc_b), "r"(scale_d)')
     return dict(a_ops="{" + ", ".join(f"%{nreg + j}" for j in range(4)) + "}", ib=nreg + 4, isc=nreg + 5,
-                tail="p, 1, 1, 1" if kind == "rs" else "p, 1, 1, 0", sig="u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b, int scale_d",
+                tail="p, 1, 1, 1" if kind == "rs" else "p, 1, 1, 0",   # tnspB: V MN-major, K K-major
+                sig="u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b, int scale_d",
                 ins='"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d)')
 
 
@@ -232,9 +233,9 @@ def _wgmma_dispatch(kind: str, ns) -> list[str]:
         out.append(f"__device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {{")
         call = "(d, desc_a, desc_b, scale_d)"
     else:
-        pad = " " * len(f"__device__ __forceinline__ void wgmma_{kind}(")
-        out.append(f"__device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b,")
-        out.append(f"{pad}int scale_d) {{")
+        head = f"__device__ __forceinline__ void wgmma_{kind}("
+        out.append(f"{head}float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 desc_b,")
+        out.append(f"{' ' * len(head)}int scale_d) {{")
         call = "(d, a0, a1, a2, a3, desc_b, scale_d)"
     for i, n in enumerate(ns):
         out.append(f"    {'if constexpr' if i == 0 else '} else if constexpr'} (N == {n}) {{")

@@ -7,7 +7,8 @@ held builds first in even runs.  The 2026-12-06 d = 32 record (../profile-sm90-s
 traffic sets the clocks a kernel holds; Q's reads are a fifth or so of a chunk's.
 SET d32: d = 32 alone, without a mask and causal, N = 1024 B16 too (run 3 ran these shapes by replacing SHAPES from
 `python3 -c`, so its JSON's command names no SET).
-From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [d32] -> $OUT/qregs-<gpu>-run<RUN>.json"""
+From the repository root on a GPU machine: PYTHONPATH=. python3 <this file> RUN [d32]
+ -> $OUT/qregs-<gpu>-run<RUN>.json"""
 import os
 import sys
 

@@ -11,7 +11,8 @@ def main() -> None:
     print("run  shape                  tile             held/read   d32: held 192x128 / read 192x144")
     for path in sorted(glob.glob(os.path.join(HERE, "qregs-*.json"))):
         run = path.rsplit("run", 1)[1][:-5]
-        by = {(r["d"], r["N"], r["B"], r["causal"], r["impl"]): r.get("median_ms") for r in json.load(open(path))["rows"]}
+        rows = json.load(open(path))["rows"]
+        by = {(r["d"], r["N"], r["B"], r["causal"], r["impl"]): r.get("median_ms") for r in rows}
         for (d, N, B, causal, impl), ms in by.items():
             held = by.get((d, N, B, causal, impl + " qregs"))
             if held is None or ms is None:
