@@ -170,12 +170,8 @@ __device__ __forceinline__ u64 make_desc_sw128(u32 smem_addr, u32 lbo_bytes, u32
 __device__ __forceinline__ u32 desc_lo_sw128(u32 smem_addr, u32 lbo_bytes) {
     return ((smem_addr & 0x3FFFF) >> 4) | (((lbo_bytes >> 4) & 0x3FFF) << 16);
 }
-template <u32 SBO_BYTES>
-__device__ __forceinline__ u64 desc_sw128_at(u32 lo, u32 offset_bytes) {
-    constexpr u32 hi = ((SBO_BYTES >> 4) & 0x3FFF) | (1u << 30);   // bits 32-45 and the swizzle mode (bit 62)
-    return (static_cast<u64>(hi) << 32) | (lo + (offset_bytes >> 4));
-}
-// The same for a tile of ROW-byte swizzled rows: 128 (SWIZZLE_128B, mode 1) or 64 (SWIZZLE_64B, mode 2, bits 62-63).
+// The high word: the stride between 8-row groups (bits 32-45) and the swizzle mode (bits 62-63) of a tile of ROW-byte
+// swizzled rows: 128 (SWIZZLE_128B, mode 1) or 64 (SWIZZLE_64B, mode 2).
 template <u32 SBO_BYTES, u32 ROW>
 __device__ __forceinline__ u64 desc_swizzled_at(u32 lo, u32 offset_bytes) {
     static_assert(ROW == 128 || ROW == 64, "a swizzled row is 128 or 64 bytes");
