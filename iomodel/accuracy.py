@@ -2,18 +2,16 @@
 
 A results file (``iomodel.results``, written by ``python -m validation run``) holds measured times of our kernels and
 of peers, with the calibration measured in the same run.  :func:`evaluate` recomputes every prediction with the
-*current* model (``iomodel.api``), using that calibration, and reports (beside our pick against each peer a shape,
-``iomodel.peer_ratios``):
+*current* model (``iomodel.api``), using that calibration, and reports (beside ``iomodel.peer_ratios``: our pick
+against each peer a shape, and over the files):
 
-* per-row signed error of predicted time: ``(predicted - measured) / measured`` in percent
-  (positive = the model thinks it slower than it is);
+* per-row signed error of predicted time: ``(predicted - measured) / measured`` in percent (positive: predicted slower);
 * median and max absolute error over our kernels' rows and, separately, over peers' rows;
-* for each (kernel, shape) timed with >= 3 tile configs: the Spearman rank correlation between predicted and measured
-  time, and whether the model's top config is within 5% of the best measured one (top-1); their pooled mean;
+* for each (kernel, shape) timed with >= 3 tile configs: the Spearman rank correlation of predicted and measured
+  time, whether the model's top config is within 5% of the best measured one (top-1), their pooled mean;
 * the same over every family's configs of one shape (the kernel-and-tile choice);
-* apart from all of these, which are the forward's, the same error statistics and tile ranking over
-  our backward kernels' rows (``pass`` "bwd", ``iomodel.algo_peers.BACKWARD_KERNELS``), which the
-  algorithm phase times beside SDPA's backward (``Report.backward``, ``backward_groups``).
+* apart from all of these, which are the forward's, the same error statistics and tile ranking over our backward
+  kernels' rows (``pass`` "bwd", ``iomodel.algo_peers.BACKWARD_KERNELS``), timed beside SDPA's backward.
 
 The text and HTML forms are in ``iomodel.accuracy_text`` and ``iomodel.report``.
 """
@@ -30,7 +28,7 @@ from . import api, families
 from .accuracy_algos import AlgoEval, Throughput, algo_eval
 from .algo_peers import BACKWARD_KERNELS, algo_of
 from .hardware import HardwareError, resolve_gpu
-from .peer_ratios import PeerRatio, peer_ratios
+from .peer_ratios import PeerRatio, ShapeParity, parity, peer_ratios
 from .peers import PEERS as PEER_KERNELS, peer_prediction
 from .problems import conventional_flops
 from .results import ResultRow, as_row, config_label, shape_key
@@ -149,6 +147,7 @@ class Report:
     shape_groups: list[GroupEval] = field(default_factory=list)   # every family's configs of one shape
     pooled_spearman_all: float | None = None
     peer_ratios: list[PeerRatio] = field(default_factory=list)   # our pick of each shape against each peer
+    parity: list[ShapeParity] = field(default_factory=list)      # the same over every file of a shape
     top1_hits: int = 0
     top1_total: int = 0
     failed: list[dict] = field(default_factory=list)
@@ -351,6 +350,7 @@ def _rank_stats(rep: Report) -> None:
             rep.shape_groups.append(_rank_group(source, "all", rows, lambda r: f"{r.kernel} {r.config_label}"))
     rep.pooled_spearman_all = _mean_spearman(rep.shape_groups)
     rep.peer_ratios = peer_ratios(rep.rows)
+    rep.parity = parity(rep.peer_ratios, {r.source: r.device for r in rep.rows})
 
 
 def evaluate(

@@ -157,6 +157,41 @@ def _against_peers(report: Report) -> list[str]:
             f"  {peer_ratio_summary(report)}"]
 
 
+def closest_peers(report: Report) -> list:
+    """The peer with the smallest median ratio at each (shape, family) over the files, the closest first."""
+    best: dict[tuple, object] = {}
+    for sp in report.parity:
+        key = (shape_label(sp.shape), sp.kernel)
+        if key not in best or sp.median < best[key].median:
+            best[key] = sp
+    return sorted(best.values(), key=lambda sp: (sp.kernel, sp.median))
+
+
+OVER_THE_RUNS = ("Over the runs (the closest peer a shape: its time over the model's pick's in each file; a win: "
+                 "faster in every run, or a median below 0.99; mma.sync families against mma.sync peers)")
+
+
+def parity_table(report: Report) -> tuple[list[str], list[list[str]], str]:
+    """The "Over the runs" table (headers, rows, summary), or no rows where no shape was timed in two files: one
+    run's lead is not a win (iomodel.peer_ratios.parity)."""
+    headers = ["shape", "ours", "peer", "runs", "median", "min", "max", "peer wins"]
+    if not any(len(sp.ratios) >= 2 for sp in report.parity):
+        return headers, [], ""
+    shown = closest_peers(report)
+    rows = [[shape_label(sp.shape), sp.kernel, sp.peer, str(len(sp.ratios)), _num(sp.median), _num(min(sp.ratios)),
+             _num(max(sp.ratios)), "yes" if sp.peer_wins else "no"] for sp in shown]
+    won = sum(1 for sp in shown if sp.peer_wins)
+    return headers, rows, f"a peer wins {won} of {len(shown)} (shape, family) pairs"
+
+
+def _over_the_runs(report: Report) -> list[str]:
+    headers, rows, summary = parity_table(report)
+    if not rows:
+        return []
+    return ["", f"{OVER_THE_RUNS}:", *_table(headers, rows, [False, False, False, True, True, True, True, False]),
+            f"  {summary}"]
+
+
 def _rows(report: Report, max_rows: int | None) -> list[str]:
     shown = report.rows if max_rows is None else report.rows[:max_rows]
     rows = [row_cells(r) + [_row_note(r)] for r in shown]
@@ -236,6 +271,6 @@ def _failures_and_notes(report: Report) -> list[str]:
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
     out = (_header(report) + _errors(report) + _ranking(report) + _choice(report) + _against_peers(report)
-           + _rows(report, max_rows)
+           + _over_the_runs(report) + _rows(report, max_rows)
            + _algorithms(report) + _failures_and_notes(report))
     return "\n".join(out) + "\n"

@@ -1,14 +1,11 @@
 """Self-contained HTML pages: rooflines and predicted-vs-measured comparisons.
 
-Pages embed the plotly.js bundle (``include_plotlyjs=True``) so they open
-offline; each plot has an HTML table of its numbers beside it.  plotly is
-imported inside the drawing functions only (it is not on the GPU machine).
+Pages embed the plotly.js bundle (``include_plotlyjs=True``) so they open offline; each plot has an HTML table of
+its numbers beside it.  plotly is imported inside the drawing functions only (it is not on the GPU machine).
 
-``points`` given to :func:`roofline_html` are dicts with ``label``, ``flops``
-(FLOPs of the run), ``hbm_bytes`` (bytes moved to and from HBM), ``time_s``,
-``kind`` (``"predicted"`` or ``"measured"``) and ``family`` (legend group).
-A point sits at x = flops / hbm_bytes (FLOP per HBM byte) and
-y = flops / time_s (FLOP/s).
+``points`` given to :func:`roofline_html` are dicts with ``label``, ``flops`` (FLOPs of the run), ``hbm_bytes``
+(bytes moved to and from HBM), ``time_s``, ``kind`` (``"predicted"`` or ``"measured"``) and ``family`` (legend
+group).  A point sits at x = flops / hbm_bytes (FLOP per HBM byte) and y = flops / time_s (FLOP/s).
 """
 
 from __future__ import annotations
@@ -323,13 +320,15 @@ def _tile_choice_html(report) -> str:
 
 
 def _peers_html(report) -> str:
-    """Each family's pick of each shape against each peer ("" without peer rows)."""
-    from .accuracy_text import peer_ratio_summary, peer_ratio_table
+    """Each family's pick of each shape against each peer, then over the files ("" without peer rows)."""
+    from .accuracy_text import OVER_THE_RUNS, parity_table, peer_ratio_summary, peer_ratio_table
 
+    headers, rows, summary = parity_table(report)
+    over = f"<h2>{_esc(OVER_THE_RUNS)}</h2>" + _html_table(headers, rows) + f"<p>{_esc(summary)}</p>" if rows else ""
     return "" if not report.peer_ratios else (
         "<h2>Against the peers</h2><p class=\"note\">Each peer's measured time over that of the row the model picks "
         "among a family's; above 1: ours faster.</p>" + _html_table(*peer_ratio_table(report))
-        + f"<p>{_esc(peer_ratio_summary(report))}</p>")
+        + f"<p>{_esc(peer_ratio_summary(report))}</p>" + over)
 
 
 def _rows_table_html(report) -> str:
