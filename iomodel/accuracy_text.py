@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .accuracy import MIN_GROUP, OUR_KERNELS, PEER_KERNELS, GroupEval, Report, RowEval
+from .peer_ratios import WIN_MEDIAN, ShapeParity
 from .results import shape_label
 
 __all__ = ["stats_rows", "group_cells", "row_cells", "failed_cells", "algo_sections", "backward_ranking",
@@ -157,9 +158,9 @@ def _against_peers(report: Report) -> list[str]:
             f"  {peer_ratio_summary(report)}"]
 
 
-def closest_peers(report: Report) -> list:
+def closest_peers(report: Report) -> list[ShapeParity]:
     """The peer with the smallest median ratio at each (shape, family) over the files, the closest first."""
-    best: dict[tuple, object] = {}
+    best: dict[tuple, ShapeParity] = {}
     for sp in report.parity:
         key = (shape_label(sp.shape), sp.kernel)
         if key not in best or sp.median < best[key].median:
@@ -168,7 +169,7 @@ def closest_peers(report: Report) -> list:
 
 
 OVER_THE_RUNS = ("Over the runs (the closest peer a shape: its time over the model's pick's in each file; a win: "
-                 "faster in every run, or a median below 0.99; mma.sync families against mma.sync peers)")
+                 f"faster in every run, or a median below {WIN_MEDIAN}; mma.sync families against mma.sync peers)")
 
 
 def parity_table(report: Report) -> tuple[list[str], list[list[str]], str]:

@@ -1,7 +1,8 @@
 """Our kernels against the peers, shape by shape and family by family: the model's pick among a family's measured
 rows of a shape (what that family runs there) and each peer's measured time over that row's.  Above 1 ours is faster.
 The report's "Against the peers" table (``iomodel.accuracy.Report.peer_ratios``); rows are duck-typed
-(``source``, ``shape``, ``kernel``, ``config_label``, ``is_peer``, ``measured_s``, ``predicted_s``)."""
+(``source``, ``shape``, ``kernel``, ``config_label``, ``is_peer``, ``measured_s``, ``predicted_s``).  Over several
+files, ``parity`` gathers each shape's ratios and says whether a peer wins it (``Report.parity``, "Over the runs")."""
 from __future__ import annotations
 
 import statistics
@@ -10,7 +11,7 @@ from typing import Any, Iterable
 
 from .results import shape_key
 
-__all__ = ["PeerRatio", "ShapeParity", "WGMMA_PEERS", "faces", "parity", "peer_ratios"]
+__all__ = ["PeerRatio", "ShapeParity", "WGMMA_PEERS", "WIN_MEDIAN", "faces", "parity", "peer_ratios"]
 
 
 @dataclass
