@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .accuracy import MIN_GROUP, OUR_KERNELS, PEER_KERNELS, GroupEval, Report, RowEval
-from .peer_ratios import WIN_MEDIAN, ShapeParity
+from .peer_ratios import WIN_MEDIAN, closest
 from .results import shape_label
 
 __all__ = ["stats_rows", "group_cells", "row_cells", "failed_cells", "algo_sections", "backward_ranking",
@@ -158,16 +158,6 @@ def _against_peers(report: Report) -> list[str]:
             f"  {peer_ratio_summary(report)}"]
 
 
-def closest_peers(report: Report) -> list[ShapeParity]:
-    """The peer with the smallest median ratio at each (shape, family) over the files, the closest first."""
-    best: dict[tuple, ShapeParity] = {}
-    for sp in report.parity:
-        key = (shape_label(sp.shape), sp.kernel)
-        if key not in best or sp.median < best[key].median:
-            best[key] = sp
-    return sorted(best.values(), key=lambda sp: (sp.kernel, sp.median))
-
-
 OVER_THE_RUNS = ("Over the runs (the closest peer a shape: its time over the model's pick's in each file; a win: "
                  f"faster in every run, or a median below {WIN_MEDIAN}; mma.sync families against mma.sync peers)")
 
@@ -178,14 +168,15 @@ def parity_table(report: Report) -> tuple[list[str], list[list[str]], str]:
     headers = ["shape", "ours", "peer", "runs", "median", "min", "max", "peer wins"]
     if not any(len(sp.ratios) >= 2 for sp in report.parity):
         return headers, [], ""
-    shown = closest_peers(report)
+    shown = closest(report.parity)
     rows = [[shape_label(sp.shape), sp.kernel, sp.peer, str(len(sp.ratios)), _num(sp.median), _num(min(sp.ratios)),
              _num(max(sp.ratios)), "yes" if sp.peer_wins else "no"] for sp in shown]
     won = sum(1 for sp in shown if sp.peer_wins)
     return headers, rows, f"a peer wins {won} of {len(shown)} (shape, family) pairs"
 
 
-def _over_the_runs(report: Report) -> list[str]:
+def over_the_runs(report: Report) -> list[str]:
+    """The "Over the runs" section's lines ([] where no shape was timed in two files)."""
     headers, rows, summary = parity_table(report)
     if not rows:
         return []
@@ -272,6 +263,6 @@ def _failures_and_notes(report: Report) -> list[str]:
 def format_report(report: Report, *, max_rows: int | None = None) -> str:
     """A readable plain-text report."""
     out = (_header(report) + _errors(report) + _ranking(report) + _choice(report) + _against_peers(report)
-           + _over_the_runs(report) + _rows(report, max_rows)
+           + over_the_runs(report) + _rows(report, max_rows)
            + _algorithms(report) + _failures_and_notes(report))
     return "\n".join(out) + "\n"

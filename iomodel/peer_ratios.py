@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from .results import shape_key
 
-__all__ = ["PeerRatio", "ShapeParity", "WGMMA_PEERS", "WIN_MEDIAN", "faces", "parity", "peer_ratios"]
+__all__ = ["PeerRatio", "ShapeParity", "WGMMA_PEERS", "WIN_MEDIAN", "closest", "faces", "parity", "peer_ratios"]
 
 
 @dataclass
@@ -92,7 +92,7 @@ def parity(ratios: Iterable[PeerRatio], devices: dict[str, str] | None = None) -
     for pr in ratios:
         device = (devices or {}).get(pr.source, "")
         for peer, ratio in pr.peers.items():
-            if device and not faces(pr.kernel, peer, device):
+            if not faces(pr.kernel, peer, device):
                 continue
             key = (shape_key(pr.shape), pr.kernel, peer)
             by.setdefault(key, []).append((pr.source, ratio))
@@ -104,3 +104,13 @@ def parity(ratios: Iterable[PeerRatio], devices: dict[str, str] | None = None) -
         wins = (len(rs) >= 2 and max(rs) < 1.0) or median < WIN_MEDIAN
         out.append(ShapeParity(dict(shapes[key]), key[1], key[2], rs, [s for s, _ in runs], median, wins))
     return out
+
+
+def closest(parities: Iterable[ShapeParity]) -> list[ShapeParity]:
+    """The peer with the smallest median ratio at each (shape, family), by family and then the closest first."""
+    best: dict[tuple, ShapeParity] = {}
+    for sp in parities:
+        key = (shape_key(sp.shape), sp.kernel)
+        if key not in best or sp.median < best[key].median:
+            best[key] = sp
+    return sorted(best.values(), key=lambda sp: (sp.kernel, sp.median))

@@ -8,7 +8,8 @@ import os
 import sys
 
 from iomodel.accuracy import evaluate
-from iomodel.accuracy_text import closest_peers, format_report
+from iomodel.accuracy_text import over_the_runs
+from iomodel.peer_ratios import closest
 from iomodel.results import load_results
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -22,11 +23,10 @@ def main(argv: list[str]) -> None:
     report = evaluate(load_results([os.path.join(RESULTS, f) for f in RUNS]))
     if "--json" in argv:
         rows = [dict(dataclasses.asdict(sp), sources=[os.path.basename(s) for s in sp.sources])
-                for sp in closest_peers(report)]
+                for sp in closest(report.parity)]
         print(json.dumps({"files": RUNS, "closest_peers": rows}, indent=1))
         return
-    text = format_report(report)
-    print(text[text.index("Over the runs"):text.index("\nRows:")])
+    print("\n".join(over_the_runs(report)).strip())
 
 
 if __name__ == "__main__":
